@@ -1,0 +1,54 @@
+"""Fixtures shared by every package's tests.
+
+Real data (tokenizer files, configs, speech clips, small real models) lives outside
+git in ``shared/data``; it is found through ``ONESPEECH_TEST_DATA`` or the
+``../shared/data`` folder beside the checkout. Reference observations produced by
+``tox -e oracle`` live in ``ONESPEECH_ORACLE_DIR`` (default ``build/oracle``).
+Tests that need either skip, naming what they need, when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _shared_data_dir() -> Path | None:
+    env = os.environ.get("ONESPEECH_TEST_DATA")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "data")
+    for path in candidates:
+        if (path / "SOURCES.md").is_file():
+            return path
+    return None
+
+
+def oracle_dir() -> Path:
+    return Path(os.environ.get("ONESPEECH_ORACLE_DIR", ROOT / "build" / "oracle"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared real-data folder (tokenizer, configs, audio, models)."""
+    path = _shared_data_dir()
+    if path is None:
+        pytest.skip("needs shared/data (set ONESPEECH_TEST_DATA or place shared/ beside the checkout)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(shared_data: Path) -> Path:
+    return shared_data / "tokenizer"
+
+
+@pytest.fixture(scope="session")
+def oracle_observations() -> Path:
+    """Folder of reference observations written by ``tox -e oracle``."""
+    path = oracle_dir()
+    if not path.is_dir():
+        pytest.skip(f"needs reference observations in {path} (run `tox -e oracle` first)")
+    return path
