@@ -1,9 +1,9 @@
 """Run every reference oracle: ``python tools/oracles/run.py --out DIR``.
 
-Each oracle is a ``tools/oracles/<name>/run_oracle.py`` script that takes ``--out DIR``
-and writes its observations under ``DIR/<name>/``; an oracle that compares against
-a committed fixture exits non-zero on drift. This runs them in name order and fails
-if any fails.
+Each oracle is a ``tools/oracles/<group>/oracle_<name>.py`` script that takes
+``--out DIR`` and writes its observations under ``DIR/<name>/``; an oracle that
+compares against a committed fixture exits non-zero on drift. This runs them in
+name order and fails if any fails.
 """
 
 from __future__ import annotations
@@ -16,20 +16,24 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def _name(script: Path) -> str:
+    return script.stem.removeprefix("oracle_")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True, type=Path, help="folder for observations")
     parser.add_argument("names", nargs="*", help="run only these oracles")
     args = parser.parse_args()
-    scripts = sorted(HERE.glob("*/run_oracle.py"))
+    scripts = sorted(HERE.glob("*/oracle_*.py"), key=lambda s: s.name)
     if args.names:
-        scripts = [s for s in scripts if s.parent.name in args.names]
+        scripts = [s for s in scripts if _name(s) in args.names]
     failed = []
     for script in scripts:
-        print(f"== oracle {script.parent.name}", flush=True)
+        print(f"== oracle {_name(script)}", flush=True)
         result = subprocess.run([sys.executable, str(script), "--out", str(args.out)])
         if result.returncode != 0:
-            failed.append(script.parent.name)
+            failed.append(_name(script))
     if failed:
         print(f"oracles failed: {', '.join(failed)}", file=sys.stderr)
         return 1
