@@ -1,0 +1,65 @@
+"""Exceptions of the OneSpeech runtime (model files, conversion, kernels input).
+
+Each class is a concept of the spec: a damaged model file the user must remove
+(`ModelIntegrityError`), a conversion held by another process
+(`ConversionInProgressError`, an `OSError` so callers that retry on I/O errors
+keep working), and a file in our tensor format that fails validation
+(`TensorFileError`, a kind of integrity error).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["ConversionInProgressError", "ModelIntegrityError", "TensorFileError"]
+
+
+class ModelIntegrityError(Exception):
+    """A model file is missing, truncated, corrupt or does not match its digest.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to remove; the next load fetches or converts it again.
+    reason : str
+        What was wrong (size, digest, header field, ...).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = os.fspath(path)
+        self.reason = reason
+        super().__init__(
+            f"model file {self.path} failed its integrity check: {reason}; "
+            f"remove {self.path} and load again to fetch or convert it afresh"
+        )
+
+    def __reduce__(self):  # keep pickling (multiprocessing) working with two args
+        return (type(self), (self.path, self.reason))
+
+
+class TensorFileError(ModelIntegrityError):
+    """A runtime tensor file has a bad header, index or size."""
+
+
+class ConversionInProgressError(OSError):
+    """Another process holds the conversion lock of a model directory.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The model directory being converted.
+    holder : str, optional
+        Who holds the lock (e.g. ``"pid 1234 on host"``), if known.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], holder: str | None = None) -> None:
+        self.directory = os.fspath(directory)
+        self.holder = holder
+        who = f" ({holder})" if holder else ""
+        super().__init__(
+            f"another process{who} is converting {self.directory}; "
+            "retry after the other process completes"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.directory, self.holder))

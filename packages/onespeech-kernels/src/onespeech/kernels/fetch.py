@@ -1,0 +1,330 @@
+"""Download publisher files: streamed, resumable, retried, verified.
+
+Why ``requests`` and ``tqdm``: streaming with timeouts, redirects (the Hub sends
+weights to a CDN) and proxies from the environment are what users expect from a
+Python download, and ``tqdm`` is the progress bar they already know; writing either
+ourselves would be more code to get wrong.
+
+URL layout is the Hugging Face Hub's: ``{endpoint}/{repo_id}/resolve/{revision}/{name}``
+with ``endpoint`` from ``HF_ENDPOINT`` (a mirror) or ``https://huggingface.co``.
+A download goes to ``<name>.part``; an interrupted one resumes with an HTTP ``Range``
+request. The SHA-256 is computed while the bytes arrive. Only a file whose size and
+digest match its pin is renamed to its final name, so a file under its own name in
+the cache is always a verified one.
+
+Offline mode (``ONESPEECH_OFFLINE=1`` or ``HF_HUB_OFFLINE=1``, or ``offline=True``)
+never touches the network: it uses what the cache holds or fails naming what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import requests
+from tqdm import tqdm
+
+from onespeech.kernels import __version__
+from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.store import (
+    FileDigest,
+    UnsafeFileNameError,
+    check_repo_id,
+    check_revision,
+    record_verified,
+    safe_join,
+    sha256_file,
+    verify_files,
+)
+
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "DownloadError",
+    "FetchOptions",
+    "OfflineModeError",
+    "RemoteFileNotFoundError",
+    "UnsafeFileNameError",
+    "fetch_file",
+    "fetch_files",
+    "file_url",
+    "hub_endpoint",
+    "offline_mode",
+]
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+_CHUNK = 1 << 20  # 1 MiB per read: few syscalls, smooth progress
+_TRUE = {"1", "true", "yes", "on"}
+_RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+class DownloadError(OSError):
+    """A download failed (network, timeout, HTTP error) after all retries."""
+
+
+class RemoteFileNotFoundError(DownloadError):
+    """The remote answered 404/410 for a file: wrong endpoint, repository, revision or name."""
+
+
+class OfflineModeError(FileNotFoundError):
+    """Offline mode is on and the cache lacks files that would have to be downloaded."""
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """How to download. ``None`` fields follow the environment (see each comment)."""
+
+    endpoint: str | None = None  # None: $HF_ENDPOINT, else https://huggingface.co
+    offline: bool | None = None  # None: $ONESPEECH_OFFLINE or $HF_HUB_OFFLINE
+    progress: bool | None = None  # None: a bar only when stderr is a terminal
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0  # longest silence allowed between two received blocks
+    retries: int = 5  # attempts per file = retries + 1
+    backoff_s: float = 1.0  # wait before retry k is backoff_s * 2**(k-1), at most 30 s
+
+    def __post_init__(self) -> None:
+        if self.connect_timeout_s <= 0 or self.read_timeout_s <= 0:
+            raise ValueError("connect_timeout_s and read_timeout_s must be > 0 seconds")
+        if not isinstance(self.retries, int) or self.retries < 0:
+            raise ValueError(f"retries={self.retries!r} must be an int >= 0")
+        if self.backoff_s < 0:
+            raise ValueError(f"backoff_s={self.backoff_s!r} must be >= 0")
+
+
+# -- environment ---------------------------------------------------------------
+def hub_endpoint(endpoint: str | None = None) -> str:
+    """``endpoint``, else ``$HF_ENDPOINT``, else https://huggingface.co (no trailing slash)."""
+    value = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"endpoint {value!r} must start with http:// or https://")
+    return value.rstrip("/")
+
+
+def offline_mode(offline: bool | None = None) -> bool:
+    """``offline`` if given, else true when ``ONESPEECH_OFFLINE`` or ``HF_HUB_OFFLINE`` is set to 1."""
+    if offline is not None:
+        return bool(offline)
+    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE"))
+
+
+def progress_enabled(progress: bool | None = None) -> bool:
+    """Show a bar if asked; by default only on a terminal and unless ``HF_HUB_DISABLE_PROGRESS_BARS``."""
+    if progress is not None:
+        return bool(progress)
+    if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().lower() in _TRUE:
+        return False
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def file_url(repo_id: str, revision: str, name: str, endpoint: str | None = None) -> str:
+    """``{endpoint}/{repo_id}/resolve/{revision}/{name}`` with every part validated and quoted."""
+    safe_join(".", name)  # refuse traversal before it reaches a URL
+    return (
+        f"{hub_endpoint(endpoint)}/{check_repo_id(repo_id)}/resolve/"
+        f"{quote(check_revision(revision), safe='')}/{quote(name, safe='/')}"
+    )
+
+
+def _session() -> requests.Session:
+    session = requests.Session()
+    session.headers["User-Agent"] = f"onespeech/{__version__} python-requests/{requests.__version__}"
+    return session
+
+
+# -- one file -------------------------------------------------------------------
+class _Retry(Exception):
+    """An attempt failed in a way another attempt may fix."""
+
+
+def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        remaining = n_bytes
+        while remaining and (block := f.read(min(_CHUNK, remaining))):
+            digest.update(block)
+            remaining -= len(block)
+    return digest
+
+
+def _describe(exc: BaseException, options: FetchOptions) -> str:
+    if isinstance(exc, requests.Timeout):
+        return (
+            f"timed out (connect timeout {options.connect_timeout_s:g} s, "
+            f"read timeout {options.read_timeout_s:g} s): {exc}"
+        )
+    return str(exc) or type(exc).__name__
+
+
+def _attempt(
+    session: requests.Session, url: str, part: Path, pin: FileDigest, options: FetchOptions, bar: tqdm
+) -> hashlib._Hash | None:
+    """One GET (ranged if ``part`` holds a prefix). Returns the digest of ``part`` when the
+    response ended cleanly, None when the server says the range is past the end (416)."""
+    offset = part.stat().st_size if part.exists() else 0
+    if offset > pin.size:  # longer than the pin can ever be: start over
+        part.unlink()
+        offset = 0
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    timeout = (options.connect_timeout_s, options.read_timeout_s)
+    with session.get(url, stream=True, timeout=timeout, headers=headers) as resp:
+        if resp.status_code == 416 and offset:
+            return None
+        if resp.status_code in (404, 410):
+            raise RemoteFileNotFoundError(
+                f"{url} answered HTTP {resp.status_code}: check the endpoint (HF_ENDPOINT), "
+                "repository, revision and file name"
+            )
+        if resp.status_code in _RETRY_STATUS:
+            raise _Retry(f"HTTP {resp.status_code} from {url}")
+        if resp.status_code not in (200, 206):
+            raise DownloadError(f"{url} answered HTTP {resp.status_code} {resp.reason}; not retrying")
+        if resp.status_code == 206:
+            start = resp.headers.get("Content-Range", "").removeprefix("bytes ").split("-")[0]
+            if start != str(offset):
+                raise _Retry(f"server sent range {resp.headers.get('Content-Range')!r} for bytes={offset}-")
+        else:
+            offset = 0  # no range support: the whole body follows
+        digest = _hash_prefix(part, offset) if offset else hashlib.sha256()
+        bar.reset(total=pin.size)
+        bar.update(offset)
+        written = offset
+        with open(part, "r+b" if offset else "wb") as f:
+            f.seek(offset)
+            f.truncate()
+            for block in resp.iter_content(chunk_size=_CHUNK):
+                written += len(block)
+                if written > pin.size:  # never fill the disk with a file larger than its pin
+                    raise ModelIntegrityError(part, f"{url} sent more than the pinned {pin.size} bytes")
+                f.write(block)
+                digest.update(block)
+                bar.update(len(block))
+            f.flush()
+            os.fsync(f.fileno())
+    if written < pin.size:
+        raise _Retry(f"{url} ended after {written} of {pin.size} bytes")
+    return digest
+
+
+def fetch_file(
+    url: str,
+    dest: str | os.PathLike[str],
+    pin: FileDigest,
+    *,
+    options: FetchOptions = FetchOptions(),
+    session: requests.Session | None = None,
+) -> Path:
+    """Download ``url`` to ``dest`` and verify it against ``pin``.
+
+    Bytes go to ``dest.part`` (resumed if present); after the size and SHA-256 match,
+    it is renamed to ``dest``. Connection errors, timeouts, HTTP 429/5xx and short
+    bodies are retried ``options.retries`` times with exponential backoff, each retry
+    resuming where the last stopped.
+
+    Raises
+    ------
+    RemoteFileNotFoundError
+        HTTP 404/410 (not retried).
+    DownloadError
+        Any other failure after the retries; the ``.part`` file is kept for resuming.
+    ModelIntegrityError
+        The complete download does not match ``pin``; names the ``.part`` file to remove.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    own_session = session is None
+    session = session or _session()
+    bar = tqdm(
+        total=pin.size, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name,
+        disable=not progress_enabled(options.progress), leave=False,
+    )  # fmt: skip
+    try:
+        digest = _download(session, url, part, pin, options, bar)
+    finally:
+        bar.close()
+        if own_session:
+            session.close()
+    actual = digest.hexdigest() if digest is not None else sha256_file(part).sha256
+    size = part.stat().st_size
+    if size != pin.size:
+        raise ModelIntegrityError(part, f"download from {url} has {size} bytes, the pin says {pin.size}")
+    if actual != pin.sha256:
+        raise ModelIntegrityError(part, f"download from {url} has SHA-256 {actual}, the pin says {pin.sha256}")
+    os.replace(part, dest)
+    return dest
+
+
+def _download(
+    session: requests.Session, url: str, part: Path, pin: FileDigest, options: FetchOptions, bar: tqdm
+) -> hashlib._Hash | None:
+    last: BaseException | None = None
+    for attempt in range(options.retries + 1):
+        if attempt:
+            time.sleep(min(options.backoff_s * 2 ** (attempt - 1), 30.0))
+        try:
+            return _attempt(session, url, part, pin, options, bar)
+        except (_Retry, requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
+            last = e
+    kept = f"; {part.stat().st_size} bytes kept in {part} to resume" if part.exists() else ""
+    raise DownloadError(
+        f"downloading {url} failed after {options.retries + 1} attempts: {_describe(last, options)}{kept}"
+    ) from last
+
+
+# -- a repository's files ---------------------------------------------------------
+def missing_files(directory: str | os.PathLike[str], files: Mapping[str, FileDigest]) -> list[str]:
+    """Names in ``files`` with no file (of any content) in ``directory``."""
+    return [name for name in files if not safe_join(directory, name).is_file()]
+
+
+def fetch_files(
+    repo_id: str,
+    revision: str,
+    files: Mapping[str, FileDigest],
+    directory: str | os.PathLike[str],
+    *,
+    options: FetchOptions = FetchOptions(),
+) -> dict[str, Path]:
+    """Make ``directory`` hold every file in ``files`` (name -> pin), verified.
+
+    Files already present are verified (digests once per file, see
+    :func:`onespeech.kernels.store.verify_files`); missing ones are downloaded from
+    ``file_url(repo_id, revision, name)``. All names are validated first, so a bad name
+    fails before any request.
+
+    Raises
+    ------
+    UnsafeFileNameError
+        A name could escape ``directory``.
+    OfflineModeError
+        Offline mode and files are missing (all of them are named).
+    ModelIntegrityError
+        A present or downloaded file does not match its pin (names the file to remove).
+    DownloadError
+        A download failed.
+    """
+    directory = Path(directory)
+    check_repo_id(repo_id)
+    check_revision(revision)
+    paths = {name: safe_join(directory, name) for name in files}
+    missing = missing_files(directory, files)
+    if missing and offline_mode(options.offline):
+        raise OfflineModeError(
+            f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and {directory} lacks "
+            f"{len(missing)} file(s) of {repo_id}@{revision}: {', '.join(missing)}; "
+            "fetch them while online (onespeech-convert qwen-fetch) or copy them there"
+        )
+    present = {name: pin for name, pin in files.items() if name not in missing}
+    verify_files(directory, present, digests="once", what="publisher file")
+    if missing:
+        with _session() as session:
+            for name in missing:
+                url = file_url(repo_id, revision, name, options.endpoint)
+                fetch_file(url, paths[name], files[name], options=options, session=session)
+                record_verified(directory, name, files[name])
+    return paths

@@ -1,0 +1,354 @@
+"""The math of the models: the only module model code imports for computation.
+
+Every op checks its inputs once (dtype, rank, matching sizes) and then runs
+either numpy (float32 GEMM goes to numpy's BLAS, which wins there) or a
+compiled kernel chosen at import by CPU features (see `onespeech.kernels.info`).
+Inputs are float32 unless said; bfloat16 tensors are uint16 arrays holding the
+bfloat16 bit patterns. Outputs are new C-contiguous float32 arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import reference as _ref
+
+__all__ = [
+    "argmax",
+    "attention",
+    "bf16_to_f32",
+    "embedding",
+    "f32_to_bf16",
+    "gelu",
+    "layer_norm",
+    "linear",
+    "rms_norm",
+    "rope",
+    "round_bf16",
+    "silu",
+    "softmax",
+    "swiglu",
+]
+
+
+# input checks ---------------------------------------------------------------------
+
+
+def _array(name: str, a: object, dtypes: tuple[type, ...] = (np.float32,)) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if a.dtype.type not in dtypes:
+        allowed = " or ".join(np.dtype(d).name for d in dtypes)
+        raise ValueError(f"{name} has dtype {a.dtype}; expected {allowed}")
+    return np.ascontiguousarray(a)
+
+
+def _ndim(name: str, a: np.ndarray, ndim: int, layout: str) -> None:
+    if a.ndim != ndim:
+        raise ValueError(f"{name} has shape {a.shape}; expected {ndim} dims {layout}")
+
+
+def _weight(name: str, w: object) -> np.ndarray:
+    return _array(name, w, (np.float32, np.uint16))
+
+
+def _vector(name: str, v: object, size: int) -> np.ndarray:
+    v = _weight(name, v)
+    if v.shape != (size,):
+        raise ValueError(f"{name} has shape {v.shape}; expected ({size},)")
+    return v
+
+
+def _eps(eps: object) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"eps={eps!r} is invalid; expected a float >= 0")
+    return float(eps)
+
+
+# bfloat16 -------------------------------------------------------------------------
+
+
+def bf16_to_f32(u16: np.ndarray) -> np.ndarray:
+    """Expand bfloat16 bit patterns exactly to float32.
+
+    Parameters
+    ----------
+    u16 : ndarray[uint16], any shape
+
+    Returns
+    -------
+    ndarray[float32], same shape
+    """
+    return _ref.bf16_to_f32(_array("u16", u16, (np.uint16,)))
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 to the nearest-even bfloat16 (NaN -> 0x7FC0), as torch does.
+
+    Parameters
+    ----------
+    x : ndarray[float32], any shape
+
+    Returns
+    -------
+    ndarray[uint16], same shape (bfloat16 bit patterns)
+    """
+    return _ref.f32_to_bf16(_array("x", x))
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to bfloat16 precision, keeping float32 storage.
+
+    Parameters
+    ----------
+    x : ndarray[float32], any shape
+
+    Returns
+    -------
+    ndarray[float32], same shape; every value exactly representable in bfloat16
+    """
+    return _ref.round_bf16(_array("x", x))
+
+
+# matrix products --------------------------------------------------------------------
+
+
+def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """y = x @ w.T + bias with float32 accumulation.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (..., K)
+    w : ndarray[float32 | uint16 (bf16)], shape (N, K)
+        bfloat16 weights are read directly, never expanded as a whole.
+    bias : ndarray[float32 | uint16 (bf16)], shape (N,), optional
+
+    Returns
+    -------
+    ndarray[float32], shape (..., N)
+    """
+    x = _array("x", x)
+    w = _weight("w", w)
+    _ndim("w", w, 2, "(N, K)")
+    if x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"x has shape {x.shape} but w has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
+    if bias is not None:
+        bias = _vector("bias", bias, w.shape[0])
+    return _ref.linear(x, w, bias)
+
+
+def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Look up rows of an embedding table.
+
+    Parameters
+    ----------
+    table : ndarray[float32 | uint16 (bf16)], shape (V, D)
+    ids : ndarray[int32 | int64], shape (n,), each in [0, V)
+
+    Returns
+    -------
+    ndarray[float32], shape (n, D)
+    """
+    table = _weight("table", table)
+    _ndim("table", table, 2, "(V, D)")
+    ids = _array("ids", ids, (np.int32, np.int64, np.intp))
+    _ndim("ids", ids, 1, "(n,)")
+    if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+        bad = int(ids[(ids < 0) | (ids >= table.shape[0])][0])
+        raise ValueError(f"token id {bad} is outside the table's 0..{table.shape[0] - 1}")
+    return _ref.embedding(table, ids)
+
+
+# normalisation ----------------------------------------------------------------------
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """RMS norm over the last axis: weight * x / sqrt(mean(x**2) + eps).
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (..., D)
+    weight : ndarray[float32 | uint16 (bf16)], shape (D,)
+    eps : float
+
+    Returns
+    -------
+    ndarray[float32], shape (..., D)
+    """
+    x = _array("x", x)
+    weight = _vector("weight", weight, x.shape[-1] if x.ndim else -1)
+    return _ref.rms_norm(x, weight, _eps(eps))
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """Layer norm over the last axis (biased variance), as torch.nn.LayerNorm.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (..., D)
+    weight, bias : ndarray[float32 | uint16 (bf16)], shape (D,)
+    eps : float
+
+    Returns
+    -------
+    ndarray[float32], shape (..., D)
+    """
+    x = _array("x", x)
+    d = x.shape[-1] if x.ndim else -1
+    return _ref.layer_norm(x, _vector("weight", weight, d), _vector("bias", bias, d), _eps(eps))
+
+
+# activations --------------------------------------------------------------------------
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact (erf) GELU in float32, torch's default ``approximate="none"``.
+
+    Parameters
+    ----------
+    x : ndarray[float32], any shape
+
+    Returns
+    -------
+    ndarray[float32], same shape
+    """
+    return _ref.gelu(_array("x", x))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU: x * sigmoid(x).
+
+    Parameters
+    ----------
+    x : ndarray[float32], any shape
+
+    Returns
+    -------
+    ndarray[float32], same shape
+    """
+    return _ref.silu(_array("x", x))
+
+
+def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """silu(gate) * up.
+
+    Parameters
+    ----------
+    gate, up : ndarray[float32], same shape
+
+    Returns
+    -------
+    ndarray[float32], same shape
+    """
+    gate = _array("gate", gate)
+    up = _array("up", up)
+    if gate.shape != up.shape:
+        raise ValueError(f"gate has shape {gate.shape} but up has shape {up.shape}; they must match")
+    return _ref.swiglu(gate, up)
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax along ``axis`` in float32.
+
+    Parameters
+    ----------
+    x : ndarray[float32], any shape with at least one dimension
+    axis : int
+
+    Returns
+    -------
+    ndarray[float32], same shape
+    """
+    x = _array("x", x)
+    if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for x of shape {x.shape}")
+    return _ref.softmax(x, axis)
+
+
+# positions and attention ----------------------------------------------------------------
+
+
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotary positions, rotate_half convention: x * cos + rotate_half(x) * sin.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (n_tokens, n_heads, head_dim), head_dim even
+    cos, sin : ndarray[float32], shape (n_tokens, head_dim)
+
+    Returns
+    -------
+    ndarray[float32], shape (n_tokens, n_heads, head_dim)
+    """
+    x = _array("x", x)
+    _ndim("x", x, 3, "(n_tokens, n_heads, head_dim)")
+    if x.shape[2] % 2:
+        raise ValueError(f"head_dim={x.shape[2]} must be even for rotate_half")
+    want = (x.shape[0], x.shape[2])
+    cos = _array("cos", cos)
+    sin = _array("sin", sin)
+    if cos.shape != want or sin.shape != want:
+        raise ValueError(f"cos {cos.shape} and sin {sin.shape} must both be (n_tokens, head_dim) = {want}")
+    return _ref.rope(x, cos, sin)
+
+
+def attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    causal_offset: int | None,
+) -> np.ndarray:
+    """Scaled dot-product attention with grouped kv heads, softmax in float32.
+
+    Parameters
+    ----------
+    q : ndarray[float32], shape (n_q, n_heads, head_dim)
+    k, v : ndarray[float32], shape (n_kv, n_kv_heads, head_dim); n_heads % n_kv_heads == 0,
+        query head h reads kv head h // (n_heads // n_kv_heads)
+    scale : float
+        Multiplies q . k (usually head_dim ** -0.5).
+    causal_offset : int >= 0 or None
+        If given, query i attends keys j <= causal_offset + i (decode: the number of
+        cached tokens before the first query); None attends every key.
+
+    Returns
+    -------
+    ndarray[float32], shape (n_q, n_heads, head_dim)
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    _ndim("q", q, 3, "(n_q, n_heads, head_dim)")
+    _ndim("k", k, 3, "(n_kv, n_kv_heads, head_dim)")
+    if v.shape != k.shape:
+        raise ValueError(f"k has shape {k.shape} but v has shape {v.shape}; they must match")
+    if k.shape[2] != q.shape[2]:
+        raise ValueError(f"q head_dim {q.shape[2]} differs from k head_dim {k.shape[2]}")
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+        raise ValueError(f"n_heads={q.shape[1]} is not a multiple of n_kv_heads={k.shape[1]}")
+    if causal_offset is not None:
+        if isinstance(causal_offset, bool) or not isinstance(causal_offset, (int, np.integer)):
+            raise TypeError(f"causal_offset must be an int or None, got {type(causal_offset).__name__}")
+        if causal_offset < 0:
+            raise ValueError(f"causal_offset={causal_offset} is invalid; expected >= 0 or None")
+        causal_offset = int(causal_offset)
+    if k.shape[0] == 0 and q.shape[0]:
+        raise ValueError("attention needs at least one key")
+    return _ref.attention(q, k, v, float(scale), causal_offset)
+
+
+def argmax(x: np.ndarray) -> int:
+    """Index of the first maximum of a vector (NaN counts as maximal, like torch).
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (N,), N >= 1
+
+    Returns
+    -------
+    int
+    """
+    x = _array("x", x)
+    _ndim("x", x, 1, "(N,)")
+    if x.size == 0:
+        raise ValueError("argmax of an empty vector")
+    return _ref.argmax(x)

@@ -1,0 +1,158 @@
+"""A real HTTP server on 127.0.0.1 that serves repositories in the Hub's URL layout.
+
+``{endpoint}/{repo_id}/resolve/{revision}/{name}`` maps to a file of a local directory.
+It honours ``Range`` (206 / 416) like the Hub's CDN, logs every request, and can
+misbehave per file name to exercise the download code: drop the connection mid-body,
+serve corrupt or truncated bytes, stall before answering, answer an HTTP status.
+
+Used by the kernels, qwen3 and tools tests (conftest.py here; the others load this
+file by path). Nothing here is mocked: clients talk real HTTP over a socket.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
+
+
+@dataclass
+class Misbehaviour:
+    """How the server should mistreat one file. Counters apply to the next N requests."""
+
+    drop_after: int | None = None  # send only this many body bytes, then close the socket
+    drop_times: int = 1  # ... for this many requests
+    corrupt: bool = False  # flip one byte in the middle of the body
+    truncate_to: int | None = None  # serve only the first N bytes as if it were the file
+    delay_s: float = 0.0  # sleep before sending the headers
+    trickle_s: float = 0.0  # sleep between 1 KiB blocks of the body
+    status: int | None = None  # answer this status with an empty body
+    status_times: int = 1_000_000
+    ignore_range: bool = False  # answer 200 with the whole body to ranged requests
+
+
+@dataclass
+class Request:
+    path: str
+    range: str | None
+
+
+@dataclass
+class HubServer:
+    """Start with :meth:`start`; stop with :meth:`stop`. ``endpoint`` is the base URL."""
+
+    repos: dict[tuple[str, str], Path] = field(default_factory=dict)
+    behaviour: dict[str, Misbehaviour] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+    endpoint: str = ""
+    _httpd: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    def add_repo(self, repo_id: str, revision: str, directory: str | Path) -> None:
+        self.repos[(repo_id, revision)] = Path(directory)
+
+    def misbehave(self, name: str, **kwargs: object) -> Misbehaviour:
+        self.behaviour[name] = Misbehaviour(**kwargs)  # type: ignore[arg-type]
+        return self.behaviour[name]
+
+    def requests_for(self, name: str) -> list[Request]:
+        return [r for r in self.requests if r.path.endswith("/" + name)]
+
+    def start(self) -> HubServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server naming
+                server.requests.append(Request(self.path, self.headers.get("Range")))
+                server._serve(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    # -- request handling ---------------------------------------------------------
+    def _locate(self, url_path: str) -> tuple[str, Path | None]:
+        parts = unquote(url_path.split("?")[0]).lstrip("/").split("/")
+        if len(parts) < 5 or parts[2] != "resolve":
+            return "", None
+        repo_id, revision, name = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
+        root = self.repos.get((repo_id, revision))
+        if root is None or ".." in name.split("/"):
+            return name, None
+        path = root / name
+        return name, path if path.is_file() else None
+
+    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        name, path = self._locate(h.path)
+        rule = self.behaviour.get(name, Misbehaviour())
+        if rule.delay_s:
+            time.sleep(rule.delay_s)
+        if rule.status is not None and rule.status_times > 0:
+            rule.status_times -= 1
+            self._empty(h, rule.status)
+            return
+        if path is None:
+            self._empty(h, 404)
+            return
+        data = path.read_bytes()
+        if rule.truncate_to is not None:
+            data = data[: rule.truncate_to]
+        if rule.corrupt and data:
+            mid = len(data) // 2
+            data = data[:mid] + bytes([data[mid] ^ 0xFF]) + data[mid + 1 :]
+        start = 0
+        rng = h.headers.get("Range")
+        if rng and not rule.ignore_range:
+            start = int(rng.removeprefix("bytes=").split("-")[0])
+            if start >= len(data):
+                h.send_response(416)
+                h.send_header("Content-Range", f"bytes */{len(data)}")
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+                return
+            h.send_response(206)
+            h.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            h.send_response(200)
+        body = data[start:]
+        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Accept-Ranges", "bytes")
+        h.end_headers()
+        if rule.drop_after is not None and rule.drop_times > 0:
+            rule.drop_times -= 1
+            h.wfile.write(body[: rule.drop_after])
+            h.wfile.flush()
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if rule.trickle_s:
+            for i in range(0, len(body), 1024):
+                h.wfile.write(body[i : i + 1024])
+                h.wfile.flush()
+                time.sleep(rule.trickle_s)
+        else:
+            h.wfile.write(body)
+
+    @staticmethod
+    def _empty(h: BaseHTTPRequestHandler, status: int) -> None:
+        h.send_response(status)
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+

@@ -1,0 +1,248 @@
+"""ops against independent float64 formulas (the numpy path), and its input checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from onespeech.kernels import ops
+
+RNG = np.random.default_rng(1234)
+
+
+def randn(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got.astype(np.float64) - want).max() / max(1e-30, np.abs(want).max()))
+
+
+# bfloat16 -------------------------------------------------------------------------
+
+
+def test_bf16_to_f32_is_exact_high_half() -> None:
+    bits = np.arange(0, 1 << 16, dtype=np.uint32).astype(np.uint16)
+    f = ops.bf16_to_f32(bits)
+    assert f.dtype == np.float32
+    assert np.array_equal(f.view(np.uint32) >> 16, bits.astype(np.uint32))
+    assert np.array_equal(f.view(np.uint32) & 0xFFFF, np.zeros(bits.shape, np.uint32))
+
+
+def _bf16_rne_scalar(v: np.float32) -> int:
+    # independent formulation: pick the nearer of the two neighbouring bf16
+    # values, ties to the even pattern
+    if np.isnan(v):
+        return 0x7FC0
+    u = int(np.array(v, np.float32).view(np.uint32))
+    lo, rem = u >> 16, u & 0xFFFF
+    if rem > 0x8000 or (rem == 0x8000 and lo & 1):
+        lo += 1
+    return lo & 0xFFFF
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0.0, -0.0, 1.0, 1.00390625, 1.005859375, 1.0078125 + 2**-9, 3.4e38, -3.4e38, 1e-40, float("inf"), -float("inf")],
+)
+def test_f32_to_bf16_rounds_to_nearest_even(value: float) -> None:
+    v = np.float32(value)
+    assert int(ops.f32_to_bf16(np.array([v]))[0]) == _bf16_rne_scalar(v)
+
+
+def test_f32_to_bf16_random_bits_and_ties() -> None:
+    bits = RNG.integers(0, 1 << 32, size=20000, dtype=np.uint64).astype(np.uint32)
+    # force exact ties on half of them
+    bits[::2] = (bits[::2] & 0xFFFF0000) | 0x8000
+    x = bits.view(np.float32)
+    got = ops.f32_to_bf16(x)
+    want = np.array([_bf16_rne_scalar(v) for v in x], dtype=np.uint16)
+    assert np.array_equal(got, want)
+
+
+def test_nan_becomes_quiet_nan_and_round_bf16_roundtrips() -> None:
+    x = np.array([np.nan, 1.0, -2.5], np.float32)
+    assert int(ops.f32_to_bf16(x)[0]) == 0x7FC0
+    r = ops.round_bf16(randn(1000))
+    assert np.array_equal(ops.round_bf16(r), r)
+    assert np.array_equal(r.view(np.uint32) & 0xFFFF, np.zeros(1000, np.uint32))
+
+
+# matrix products --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lead", [(1,), (5,), (2, 3)])
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear_matches_float64(lead: tuple[int, ...], bf16: bool, with_bias: bool) -> None:
+    x = randn(*lead, 96)
+    w32 = randn(80, 96, scale=0.1)
+    w = ops.f32_to_bf16(w32) if bf16 else w32
+    w64 = ops.bf16_to_f32(w).astype(np.float64) if bf16 else w32.astype(np.float64)
+    b = randn(80) if with_bias else None
+    y = ops.linear(x, w, b)
+    want = x.astype(np.float64) @ w64.T + (0 if b is None else b.astype(np.float64))
+    assert y.shape == (*lead, 80) and y.dtype == np.float32
+    assert rel_err(y, want) < 1e-5
+
+
+def test_linear_bf16_larger_than_a_row_block() -> None:
+    x = randn(2, 16)
+    w = ops.f32_to_bf16(randn(9000, 16))
+    want = x.astype(np.float64) @ ops.bf16_to_f32(w).astype(np.float64).T
+    assert rel_err(ops.linear(x, w), want) < 1e-5
+
+
+def test_linear_rejects_bad_shapes_and_dtypes() -> None:
+    with pytest.raises(ValueError, match="K=4"):
+        ops.linear(randn(2, 3), randn(5, 4))
+    with pytest.raises(ValueError, match="dtype float64"):
+        ops.linear(np.zeros((2, 4)), randn(5, 4))
+    with pytest.raises(ValueError, match=r"bias has shape \(4,\)"):
+        ops.linear(randn(2, 4), randn(5, 4), randn(4))
+
+
+def test_embedding_rows_and_bf16() -> None:
+    table = randn(50, 8)
+    ids = np.array([3, 0, 49, 3], np.int64)
+    assert np.array_equal(ops.embedding(table, ids), table[ids])
+    t16 = ops.f32_to_bf16(table)
+    assert np.array_equal(ops.embedding(t16, ids.astype(np.int32)), ops.bf16_to_f32(t16)[ids])
+    with pytest.raises(ValueError, match="token id 50 is outside"):
+        ops.embedding(table, np.array([1, 50]))
+    with pytest.raises(ValueError, match="token id -1"):
+        ops.embedding(table, np.array([-1]))
+
+
+# norms and activations ------------------------------------------------------------------
+
+
+def test_rms_norm_matches_float64() -> None:
+    x, w = randn(7, 64, scale=3.0), randn(64)
+    x64 = x.astype(np.float64)
+    want = w * (x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6))
+    got = ops.rms_norm(x, w, 1e-6)
+    assert got.shape == x.shape and rel_err(got, want) < 2e-6
+    got16 = ops.rms_norm(x, ops.f32_to_bf16(w), 1e-6)
+    want16 = ops.bf16_to_f32(ops.f32_to_bf16(w)) * (x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6))
+    assert rel_err(got16, want16) < 2e-6
+    with pytest.raises(ValueError, match="weight has shape"):
+        ops.rms_norm(x, randn(63), 1e-6)
+    with pytest.raises(ValueError, match="eps"):
+        ops.rms_norm(x, w, -1.0)
+
+
+def test_layer_norm_matches_float64() -> None:
+    x, w, b = randn(5, 3, 48, scale=2.0) + 4, randn(48), randn(48)
+    x64 = x.astype(np.float64)
+    mu = x64.mean(-1, keepdims=True)
+    want = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+    assert rel_err(ops.layer_norm(x, w, b, 1e-5), want) < 2e-6
+
+
+def test_gelu_is_the_erf_gelu() -> None:
+    x = np.concatenate([randn(4000, scale=4.0), np.array([0, -0.0, 10, -10, 1e-8, 30, -30], np.float32)])
+    want = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
+    got = ops.gelu(x)
+    # A&S erf (|err| < 1.5e-7) as in ATen: within a few float32 ulps of exact
+    assert np.abs(got - want).max() <= 1e-6
+    assert got.dtype == np.float32 and np.isfinite(got).all()
+
+
+def test_silu_and_swiglu() -> None:
+    x = np.concatenate([randn(1000, scale=5.0), np.array([-200, 200, 0], np.float32)])
+    x64 = x.astype(np.float64)
+    want = x64 / (1 + np.exp(-x64))
+    got = ops.silu(x)
+    assert np.isfinite(got).all() and np.abs(got - want).max() <= 4e-6 * np.abs(want).max()
+    up = randn(x.size)
+    assert rel_err(ops.swiglu(x, up), want * up) < 1e-6
+    with pytest.raises(ValueError, match="must match"):
+        ops.swiglu(x, up[:-1])
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax(axis: int) -> None:
+    x = randn(6, 9, scale=10.0)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis, keepdims=True))
+    want = e / e.sum(axis, keepdims=True)
+    assert rel_err(ops.softmax(x, axis), want) < 1e-6
+    with pytest.raises(ValueError, match="axis 2 is out of range"):
+        ops.softmax(x, 2)
+
+
+# rope and attention ----------------------------------------------------------------------
+
+
+def test_rope_rotate_half() -> None:
+    n, h, d = 5, 3, 8
+    x = randn(n, h, d)
+    pos = np.arange(n)[:, None] * (10000.0 ** (-np.arange(d // 2) / (d // 2)))[None]
+    emb = np.concatenate([pos, pos], -1)
+    cos, sin = np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+    got = ops.rope(x, cos, sin)
+    # rotation of each (i, i + d/2) pair by its angle
+    x1, x2 = x[..., : d // 2].astype(np.float64), x[..., d // 2 :].astype(np.float64)
+    c, s = np.cos(pos)[:, None], np.sin(pos)[:, None]
+    want = np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+    assert rel_err(got, want) < 1e-6
+    with pytest.raises(ValueError, match="cos"):
+        ops.rope(x, cos[:-1], sin)
+    with pytest.raises(ValueError, match="even"):
+        ops.rope(randn(2, 1, 3), randn(2, 3), randn(2, 3))
+
+
+def _attention64(q, k, v, scale, causal_offset):
+    n_q, n_heads, _ = q.shape
+    group = n_heads // k.shape[1]
+    out = np.zeros(q.shape)
+    for h in range(n_heads):
+        kh, vh = k[:, h // group].astype(np.float64), v[:, h // group].astype(np.float64)
+        for i in range(n_q):
+            s = kh @ q[i, h].astype(np.float64) * scale
+            if causal_offset is not None:
+                s[causal_offset + i + 1 :] = -np.inf
+            p = np.exp(s - s.max())
+            out[i, h] = (p / p.sum()) @ vh
+    return out
+
+
+@pytest.mark.parametrize(
+    "n_q,n_kv,n_heads,n_kv_heads,causal_offset",
+    [(1, 17, 4, 2, 16), (1, 17, 4, 4, None), (6, 6, 4, 1, 0), (5, 12, 6, 2, 7), (9, 9, 2, 2, None), (3, 10, 4, 2, 2)],
+)
+def test_attention_gqa_and_causal(n_q, n_kv, n_heads, n_kv_heads, causal_offset) -> None:
+    d = 16
+    q, k, v = randn(n_q, n_heads, d), randn(n_kv, n_kv_heads, d), randn(n_kv, n_kv_heads, d)
+    got = ops.attention(q, k, v, d**-0.5, causal_offset)
+    assert got.shape == q.shape and got.flags.c_contiguous
+    assert rel_err(got, _attention64(q, k, v, d**-0.5, causal_offset)) < 2e-6
+
+
+def test_attention_query_blocks(monkeypatch) -> None:
+    from onespeech.kernels import reference
+
+    monkeypatch.setattr(reference, "_SCORE_BYTES", 4 * 4 * 10 * 3)  # 3 queries per block
+    q, k, v = randn(8, 4, 8), randn(10, 2, 8), randn(10, 2, 8)
+    assert rel_err(ops.attention(q, k, v, 0.3, 2), _attention64(q, k, v, 0.3, 2)) < 2e-6
+
+
+def test_attention_rejects_bad_input() -> None:
+    q, k = randn(2, 6, 8), randn(4, 4, 8)
+    with pytest.raises(ValueError, match="not a multiple"):
+        ops.attention(q, k, k, 1.0, None)
+    with pytest.raises(ValueError, match="causal_offset=-1"):
+        ops.attention(randn(2, 4, 8), k, k, 1.0, -1)
+    with pytest.raises(ValueError, match="must match"):
+        ops.attention(randn(2, 4, 8), k, k[:3], 1.0, None)
+
+
+def test_argmax_first_maximum() -> None:
+    x = np.array([1, 5, 2, 5], np.float32)
+    assert ops.argmax(x) == 1 and isinstance(ops.argmax(x), int)
+    assert ops.argmax(np.array([1, np.nan, 7], np.float32)) == 1
+    with pytest.raises(ValueError, match="empty"):
+        ops.argmax(np.zeros(0, np.float32))
