@@ -12,6 +12,7 @@ file by path). Nothing here is mocked: clients talk real HTTP over a socket.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,9 +31,20 @@ class Misbehaviour:
     truncate_to: int | None = None  # serve only the first N bytes as if it were the file
     delay_s: float = 0.0  # sleep before sending the headers
     trickle_s: float = 0.0  # sleep between 1 KiB blocks of the body
+    trickle_times: int = 1_000_000
+    stall_after: int | None = None  # send this many body bytes, then go silent for stall_s
+    stall_s: float = 0.0
+    stall_times: int = 1
     status: int | None = None  # answer this status with an empty body
     status_times: int = 1_000_000
     ignore_range: bool = False  # answer 200 with the whole body to ranged requests
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # clients that time out or give up close their socket mid-body; that is the point
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass
@@ -75,7 +87,7 @@ class HubServer:
                 server.requests.append(Request(self.path, self.headers.get("Range")))
                 server._serve(self)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -142,11 +154,19 @@ class HubServer:
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)
             return
-        if rule.trickle_s:
+        if rule.stall_after is not None and rule.stall_times > 0:
+            rule.stall_times -= 1
+            h.wfile.write(body[: rule.stall_after])
+            h.wfile.flush()
+            time.sleep(rule.stall_s)
+            body = body[rule.stall_after :]
+        if rule.trickle_s and rule.trickle_times > 0:
+            rule.trickle_times -= 1
+            pause = rule.trickle_s
             for i in range(0, len(body), 1024):
                 h.wfile.write(body[i : i + 1024])
                 h.wfile.flush()
-                time.sleep(rule.trickle_s)
+                time.sleep(pause)
         else:
             h.wfile.write(body)
 

@@ -58,7 +58,9 @@ __all__ = [
 ]
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-_CHUNK = 1 << 20  # 1 MiB per read: few syscalls, smooth progress
+# 64 KiB per read: when a connection drops, requests discards the block being read, so
+# a resumed download restarts at most this far before the point of failure
+_CHUNK = 1 << 16
 _TRUE = {"1", "true", "yes", "on"}
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
 
@@ -169,7 +171,8 @@ def _attempt(
     if offset > pin.size:  # longer than the pin can ever be: start over
         part.unlink()
         offset = 0
-    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    # identity encoding: Range offsets must count the file's bytes, not gzip's
+    headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={offset}-"} if offset else {})}
     timeout = (options.connect_timeout_s, options.read_timeout_s)
     with session.get(url, stream=True, timeout=timeout, headers=headers) as resp:
         if resp.status_code == 416 and offset:
