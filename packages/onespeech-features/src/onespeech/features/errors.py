@@ -1,0 +1,84 @@
+"""Exceptions raised by onespeech.features.
+
+Bad input is a ``ValueError`` subclass whose message says what was wrong and what
+is allowed. File problems name the file and the cause.
+"""
+
+from __future__ import annotations
+
+
+class PcmError(ValueError):
+    """PCM samples that no model entry point accepts (16 kHz mono float32 expected)."""
+
+
+class PcmShapeError(PcmError):
+    """The PCM array is not one-dimensional or not a floating-point array."""
+
+
+class PcmTooShortError(PcmError):
+    """Nonempty PCM of 200 samples or fewer."""
+
+    def __init__(self, n_samples: int) -> None:
+        self.n_samples = n_samples
+        super().__init__(
+            f"audio has {n_samples} samples; nonempty 16 kHz mono audio must have more than 200 "
+            "(12.5 ms); pad it or pass an empty array"
+        )
+
+
+class PcmTooLongError(PcmError):
+    """PCM longer than the bound of the entry point (30 s public, 300 s alignment)."""
+
+    def __init__(self, n_samples: int, max_samples: int) -> None:
+        self.n_samples = n_samples
+        self.max_samples = max_samples
+        super().__init__(
+            f"audio has {n_samples} samples ({n_samples / 16000:.2f} s); this entry point allows at "
+            f"most {max_samples} samples ({max_samples / 16000:g} s) of 16 kHz audio; split it into "
+            "chunks first (see onespeech.features.plan_chunks)"
+        )
+
+
+class NonFiniteSampleError(PcmError):
+    """A NaN or infinite sample."""
+
+    def __init__(self, index: int, value: float) -> None:
+        self.index = index
+        self.value = value
+        super().__init__(f"sample {index} is {value}; PCM samples must be finite")
+
+
+class PcmPowerOverflowError(PcmError):
+    """The sum of squares of the samples exceeds the float32 range."""
+
+    def __init__(self, power: float) -> None:
+        self.power = power
+        super().__init__(
+            f"audio power (sum of squared samples) is {power:.4g}, beyond the float32 maximum "
+            "3.4028e+38; scale the samples to the [-1, 1] range"
+        )
+
+
+class AudioError(ValueError):
+    """An audio file that cannot be decoded; ``path`` names it."""
+
+    def __init__(self, path: str, cause: str) -> None:
+        self.path = path
+        self.cause = cause
+        super().__init__(f"{path}: {cause}")
+
+
+class UnreadableAudioError(AudioError):
+    """The file cannot be opened as audio (missing, unsupported format, not audio)."""
+
+
+class NoChannelsError(AudioError):
+    """The file declares zero channels."""
+
+
+class CorruptAudioError(AudioError):
+    """The file opened but its sample data could not be decoded."""
+
+
+class VadModelError(ValueError):
+    """A Silero VAD model file that is not the expected graph or tensor layout."""

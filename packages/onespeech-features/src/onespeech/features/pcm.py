@@ -1,0 +1,89 @@
+"""PCM validation shared by every model entry point.
+
+Input to the models is 16 kHz mono float32 PCM. Empty input is valid (callers return
+an empty result); nonempty input must exceed 200 samples, because the log-mel front
+end reflects 200 samples on each side of the signal. Nonfinite samples and inputs
+whose power overflows float32 are refused, naming the offending index or value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onespeech.features.errors import (
+    NonFiniteSampleError,
+    PcmPowerOverflowError,
+    PcmShapeError,
+    PcmTooLongError,
+    PcmTooShortError,
+)
+
+SAMPLE_RATE = 16000
+MIN_SAMPLES_EXCLUSIVE = 200  # n_fft // 2: the reflection pad needs more samples than this
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None) -> np.ndarray:
+    """Check 16 kHz mono PCM and return it as a C-contiguous float32 array.
+
+    Parameters
+    ----------
+    pcm : ndarray[floating], shape (n_samples,)
+        Mono samples, nominally in [-1, 1]. float64 input is converted to float32.
+    max_samples : int or None
+        Upper bound of the calling entry point, if any.
+
+    Returns
+    -------
+    ndarray[float32], shape (n_samples,)
+        The same samples (no copy when already float32 and contiguous).
+
+    Raises
+    ------
+    PcmShapeError
+        Not a one-dimensional floating-point array.
+    PcmTooShortError
+        Nonempty with 200 samples or fewer.
+    PcmTooLongError
+        More than ``max_samples`` samples.
+    NonFiniteSampleError
+        A NaN or infinite sample (the first one is named).
+    PcmPowerOverflowError
+        The sum of squared samples exceeds the float32 maximum (this includes float64
+        samples beyond the float32 range).
+    """
+    array = np.asarray(pcm)
+    if array.ndim != 1:
+        raise PcmShapeError(
+            f"PCM has shape {array.shape}; expected a 1-D array of 16 kHz mono samples "
+            "(downmix multichannel audio first)"
+        )
+    if not np.issubdtype(array.dtype, np.floating):
+        raise PcmShapeError(
+            f"PCM has dtype {array.dtype}; expected float32 samples in [-1, 1] "
+            "(convert integer PCM by dividing by its full-scale value)"
+        )
+    n_samples = array.shape[0]
+    if n_samples == 0:
+        return np.zeros(0, dtype=np.float32)
+    if n_samples <= MIN_SAMPLES_EXCLUSIVE:
+        raise PcmTooShortError(n_samples)
+    if max_samples is not None and n_samples > max_samples:
+        raise PcmTooLongError(n_samples, max_samples)
+    _check_finite(array)
+    # sum of squares in float64: a float32 square is at most ~1.2e77, so only float64
+    # input beyond the float32 range can overflow here, and that overflows float32 too
+    wide = array.astype(np.float64, copy=False)
+    with np.errstate(over="ignore"):
+        power = float(np.dot(wide, wide))
+    if power > _FLOAT32_MAX:
+        raise PcmPowerOverflowError(power)
+    samples = np.ascontiguousarray(array, dtype=np.float32)
+    return samples
+
+
+def _check_finite(array: np.ndarray) -> None:
+    finite = np.isfinite(array)
+    if not finite.all():
+        index = int(np.argmin(finite))
+        raise NonFiniteSampleError(index, float(array[index]))
