@@ -1,4 +1,4 @@
-"""ops against independent float64 formulas (the numpy path), and its input checks."""
+"""ops against independent float64 formulas, for the numpy path and every compiled variant."""
 
 from __future__ import annotations
 
@@ -7,9 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from onespeech.kernels import ops
+from onespeech.kernels import cpu, ops
 
 RNG = np.random.default_rng(1234)
+
+# numpy alone, then every compiled variant this CPU runs and the build produced
+BACKENDS = ["numpy"] + [v for v in cpu.supported_variants() if cpu.load_variant(v) is not None]
+
+
+@pytest.fixture(autouse=True, params=BACKENDS)
+def backend(request, monkeypatch) -> str:
+    monkeypatch.setattr(ops, "_kernels", None if request.param == "numpy" else cpu.load_variant(request.param))
+    return request.param
 
 
 def randn(*shape: int, scale: float = 1.0) -> np.ndarray:
@@ -73,12 +82,12 @@ def test_nan_becomes_quiet_nan_and_round_bf16_roundtrips() -> None:
 # matrix products --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lead", [(1,), (5,), (2, 3)])
+@pytest.mark.parametrize("lead", [(1,), (5,), (2, 3), (12,)])
 @pytest.mark.parametrize("bf16", [False, True])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_linear_matches_float64(lead: tuple[int, ...], bf16: bool, with_bias: bool) -> None:
-    x = randn(*lead, 96)
-    w32 = randn(80, 96, scale=0.1)
+    x = randn(*lead, 99)  # K not a multiple of any vector width: tails run too
+    w32 = randn(80, 99, scale=0.1)
     w = ops.f32_to_bf16(w32) if bf16 else w32
     w64 = ops.bf16_to_f32(w).astype(np.float64) if bf16 else w32.astype(np.float64)
     b = randn(80) if with_bias else None
@@ -212,7 +221,8 @@ def _attention64(q, k, v, scale, causal_offset):
 
 @pytest.mark.parametrize(
     "n_q,n_kv,n_heads,n_kv_heads,causal_offset",
-    [(1, 17, 4, 2, 16), (1, 17, 4, 4, None), (6, 6, 4, 1, 0), (5, 12, 6, 2, 7), (9, 9, 2, 2, None), (3, 10, 4, 2, 2)],
+    [(1, 17, 4, 2, 16), (1, 17, 4, 4, None), (6, 6, 4, 1, 0), (5, 12, 6, 2, 7), (9, 9, 2, 2, None), (3, 10, 4, 2, 2),
+     (12, 20, 4, 2, 8), (2, 40, 8, 2, 0)],
 )
 def test_attention_gqa_and_causal(n_q, n_kv, n_heads, n_kv_heads, causal_offset) -> None:
     d = 16

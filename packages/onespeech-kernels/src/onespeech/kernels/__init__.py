@@ -1,3 +1,51 @@
-"""OneSpeech runtime: kernels, tensor files, model store."""
+"""OneSpeech runtime: kernels, tensor files, model store.
+
+`onespeech.kernels.ops` is the math used by model code; `info()` reports which
+compiled variant runs it, whether it has OpenMP, the thread count and the BLAS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+
+def info() -> dict[str, Any]:
+    """What runs the math here, for logs and benchmark headers.
+
+    Returns
+    -------
+    dict
+        ``variant`` (compiled kernel variant, or "numpy" if none is built),
+        ``openmp`` (bool), ``lanes`` (float32 SIMD lanes), ``threads``,
+        ``supported`` (variants this CPU runs), ``cpu_features`` (the relevant
+        subset), ``blas`` (threadpoolctl's view of numpy's BLAS pool).
+    """
+    from threadpoolctl import threadpool_info
+
+    from . import cpu, ops
+    from .threads import get_threads
+
+    k = ops._kernels
+    relevant = {f for need in cpu.VARIANTS.values() for f in need} | {"AVX512_BF16"}
+    return {
+        "variant": k.VARIANT if k is not None else "numpy",
+        "openmp": bool(k.OPENMP) if k is not None else False,
+        "lanes": int(k.LANES) if k is not None else 1,
+        "threads": get_threads(),
+        "supported": cpu.supported_variants(),
+        "cpu_features": sorted(cpu.cpu_features() & relevant),
+        "blas": [
+            {key: i.get(key) for key in ("internal_api", "version", "num_threads", "architecture")}
+            for i in threadpool_info()
+            if i.get("user_api") == "blas"
+        ],
+    }
+
+
+def describe() -> str:
+    """One line for benchmark headers: ``kernels avx2 | openmp yes | threads 2 | blas openblas 0.3``."""
+    i = info()
+    blas = ", ".join(f"{b['internal_api']} {b['version']}" for b in i["blas"]) or "none found"
+    return f"kernels {i['variant']} | openmp {'yes' if i['openmp'] else 'no'} | threads {i['threads']} | blas {blas}"

@@ -11,7 +11,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import cpu as _cpu
 from . import reference as _ref
+from .threads import get_threads
+
+# the compiled kernels chosen by CPU features (None: not built, numpy only)
+_kernels = _cpu.select_variant()
+
+# batches up to this many rows go through the compiled bf16 GEMV (weights read
+# once, activations reused from cache); larger ones expand weight row blocks to
+# float32 and use BLAS GEMM, whose arithmetic intensity wins there
+_BF16_GEMV_MAX_ROWS = 8
+# float32 weights: compiled GEMV for single-row (decode) products, else BLAS
+_F32_GEMV_MAX_ROWS = 1
+# weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
+_BF16_BLOCK_BYTES = 4 << 20
+# queries up to which attention runs the compiled per-row kernel (decode);
+# longer ones (prefill, encoder) use batched BLAS matmuls
+_ATTENTION_MAX_QUERIES = 8
 
 __all__ = [
     "argmax",
@@ -79,7 +96,12 @@ def bf16_to_f32(u16: np.ndarray) -> np.ndarray:
     -------
     ndarray[float32], same shape
     """
-    return _ref.bf16_to_f32(_array("u16", u16, (np.uint16,)))
+    u16 = _array("u16", u16, (np.uint16,))
+    if _kernels is None:
+        return _ref.bf16_to_f32(u16)
+    out = np.empty(u16.shape, np.float32)
+    _kernels.bf16_to_f32(u16.reshape(-1), out.reshape(-1), get_threads())
+    return out
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
@@ -93,7 +115,12 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
     -------
     ndarray[uint16], same shape (bfloat16 bit patterns)
     """
-    return _ref.f32_to_bf16(_array("x", x))
+    x = _array("x", x)
+    if _kernels is None:
+        return _ref.f32_to_bf16(x)
+    out = np.empty(x.shape, np.uint16)
+    _kernels.f32_to_bf16(x.reshape(-1), out.reshape(-1), get_threads())
+    return out
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
@@ -107,7 +134,12 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     -------
     ndarray[float32], same shape; every value exactly representable in bfloat16
     """
-    return _ref.round_bf16(_array("x", x))
+    x = _array("x", x)
+    if _kernels is None:
+        return _ref.round_bf16(x)
+    out = np.empty(x.shape, np.float32)
+    _kernels.round_bf16(x.reshape(-1), out.reshape(-1), get_threads())
+    return out
 
 
 # matrix products --------------------------------------------------------------------
@@ -133,8 +165,47 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
     if x.ndim < 1 or x.shape[-1] != w.shape[1]:
         raise ValueError(f"x has shape {x.shape} but w has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
     if bias is not None:
-        bias = _vector("bias", bias, w.shape[0])
-    return _ref.linear(x, w, bias)
+        bias = _f32(_vector("bias", bias, w.shape[0]))
+    if _kernels is None:
+        return _ref.linear(x, w, bias)
+    x2 = x.reshape(-1, w.shape[1])
+    m, n = x2.shape[0], w.shape[0]
+    if w.dtype == np.uint16:
+        if m <= _BF16_GEMV_MAX_ROWS:
+            y = np.empty((m, n), np.float32)
+            _kernels.linear_bf16(x2, w, bias, y, get_threads())
+        else:
+            y = _linear_bf16_blocked(x2, w, bias)
+    elif m <= _F32_GEMV_MAX_ROWS:
+        y = np.empty((m, n), np.float32)
+        _kernels.linear_f32(x2, w, bias, y, get_threads())
+    else:
+        y = x2 @ w.T
+        if bias is not None:
+            y += bias
+    return y.reshape(*x.shape[:-1], n)
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    """float32 view of a float32 / bf16 vector (small: biases, norm weights)."""
+    return _ref.bf16_to_f32(a) if a.dtype == np.uint16 else a
+
+
+def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """x2 @ bf16(w).T for many rows: expand blocks of weight rows, multiply with BLAS."""
+    n, k = w.shape
+    y = np.empty((x2.shape[0], n), np.float32)
+    rows = max(1, min(n, _BF16_BLOCK_BYTES // (4 * max(1, k))))
+    buf = np.empty((rows, k), np.float32)
+    nt = get_threads()
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        block = buf[: r1 - r0]
+        _kernels.bf16_to_f32(w[r0:r1].reshape(-1), block.reshape(-1), nt)
+        np.matmul(x2, block.T, out=y[:, r0:r1])
+    if bias is not None:
+        y += bias
+    return y
 
 
 def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -151,12 +222,14 @@ def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """
     table = _weight("table", table)
     _ndim("table", table, 2, "(V, D)")
-    ids = _array("ids", ids, (np.int32, np.int64, np.intp))
+    ids = _array("ids", ids, (np.int32, np.int64, np.intp, np.uint32))
     _ndim("ids", ids, 1, "(n,)")
     if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
         bad = int(ids[(ids < 0) | (ids >= table.shape[0])][0])
         raise ValueError(f"token id {bad} is outside the table's 0..{table.shape[0] - 1}")
-    return _ref.embedding(table, ids)
+    if _kernels is None or table.dtype != np.uint16:
+        return _ref.embedding(table, ids)
+    return bf16_to_f32(table[ids])
 
 
 # normalisation ----------------------------------------------------------------------
@@ -177,7 +250,13 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """
     x = _array("x", x)
     weight = _vector("weight", weight, x.shape[-1] if x.ndim else -1)
-    return _ref.rms_norm(x, weight, _eps(eps))
+    eps = _eps(eps)
+    if _kernels is None:
+        return _ref.rms_norm(x, weight, eps)
+    y = np.empty(x.shape, np.float32)
+    d = x.shape[-1]
+    _kernels.rms_norm(x.reshape(-1, d), _f32(weight), eps, y.reshape(-1, d), get_threads())
+    return y
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -212,7 +291,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
     -------
     ndarray[float32], same shape
     """
-    return _ref.gelu(_array("x", x))
+    return _elementwise("gelu", _array("x", x))
 
 
 def silu(x: np.ndarray) -> np.ndarray:
@@ -226,7 +305,7 @@ def silu(x: np.ndarray) -> np.ndarray:
     -------
     ndarray[float32], same shape
     """
-    return _ref.silu(_array("x", x))
+    return _elementwise("silu", _array("x", x))
 
 
 def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
@@ -244,7 +323,19 @@ def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     up = _array("up", up)
     if gate.shape != up.shape:
         raise ValueError(f"gate has shape {gate.shape} but up has shape {up.shape}; they must match")
-    return _ref.swiglu(gate, up)
+    if _kernels is None:
+        return _ref.swiglu(gate, up)
+    y = np.empty(gate.shape, np.float32)
+    _kernels.swiglu(gate.reshape(-1), up.reshape(-1), y.reshape(-1), get_threads())
+    return y
+
+
+def _elementwise(name: str, x: np.ndarray) -> np.ndarray:
+    if _kernels is None:
+        return getattr(_ref, name)(x)
+    y = np.empty(x.shape, np.float32)
+    getattr(_kernels, name)(x.reshape(-1), y.reshape(-1), get_threads())
+    return y
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -289,7 +380,11 @@ def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     sin = _array("sin", sin)
     if cos.shape != want or sin.shape != want:
         raise ValueError(f"cos {cos.shape} and sin {sin.shape} must both be (n_tokens, head_dim) = {want}")
-    return _ref.rope(x, cos, sin)
+    if _kernels is None:
+        return _ref.rope(x, cos, sin)
+    y = np.empty(x.shape, np.float32)
+    _kernels.rope(x, cos, sin, y, get_threads())
+    return y
 
 
 def attention(
@@ -333,7 +428,11 @@ def attention(
         causal_offset = int(causal_offset)
     if k.shape[0] == 0 and q.shape[0]:
         raise ValueError("attention needs at least one key")
-    return _ref.attention(q, k, v, float(scale), causal_offset)
+    if _kernels is None or q.shape[0] > _ATTENTION_MAX_QUERIES:
+        return _ref.attention(q, k, v, float(scale), causal_offset)
+    out = np.empty(q.shape, np.float32)
+    _kernels.attention(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
+    return out
 
 
 def argmax(x: np.ndarray) -> int:

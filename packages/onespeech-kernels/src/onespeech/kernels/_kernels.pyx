@@ -1,0 +1,210 @@
+# Compiled kernels: Cython entry points over the C loops in _kernels_impl.h.
+#
+# The build hook copies this file to _kernels_<variant>.pyx and compiles each
+# copy with its ISA flags (generic, avx2, avx512); cpu.py imports the best one
+# the CPU runs. Each `def` takes preallocated C-contiguous buffers already
+# checked by ops.py, splits rows into per-thread chunks and runs the C worker
+# under `prange` without the GIL. Arguments are marked IN / OUT.
+
+from cython.parallel cimport prange, threadid
+from libc.stdlib cimport malloc, free
+
+cdef extern from "_kernels_impl.h" nogil:
+    const char *OS_VARIANT
+    int OS_LANES
+    int OS_OPENMP
+    ctypedef Py_ssize_t os_idx
+    void os_bf16_to_f32(const unsigned short *inp, float *out, os_idx n)
+    void os_f32_to_bf16(const float *inp, unsigned short *out, os_idx n)
+    void os_round_bf16(const float *inp, float *out, os_idx n)
+    void os_dot_bf16_rows(const float *x, os_idx M, const unsigned short *W, os_idx K,
+                          const float *bias, float *y, os_idx N, os_idx n0, os_idx n1)
+    void os_dot_f32_rows(const float *x, os_idx M, const float *W, os_idx K,
+                         const float *bias, float *y, os_idx N, os_idx n0, os_idx n1)
+    void os_rms_norm_row(const float *x, const float *w, float eps, float *y, os_idx D)
+    void os_rope_token(const float *x, const float *c, const float *s, float *y,
+                       os_idx n_heads, os_idx hd)
+    void os_swiglu(const float *g, const float *u, float *y, os_idx n)
+    void os_silu(const float *x, float *y, os_idx n)
+    void os_gelu(const float *x, float *y, os_idx n)
+    void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
+                          os_idx n_keys, os_idx hd, float scale, float *scores, float *out)
+
+VARIANT = OS_VARIANT.decode()
+LANES = OS_LANES
+OPENMP = bool(OS_OPENMP)
+
+cdef enum:
+    # element-wise work is split into chunks of this many values (64 KiB of
+    # float32): big enough to amortise scheduling, small enough to balance
+    CHUNK = 16384
+    # weight rows per parallel task of the matrix kernels
+    ROW_BLOCK = 16
+
+
+cdef inline os_idx _threads_for(os_idx n_tasks, int n_threads) noexcept nogil:
+    if n_tasks < 1:
+        return 1
+    return n_threads if n_threads < n_tasks else n_tasks
+
+
+# ---- bfloat16 conversions (flat arrays) --------------------------------------
+
+def bf16_to_f32(const unsigned short[::1] inp,  # IN
+                float[::1] out,                  # OUT
+                int n_threads):
+    """out = float32(inp) exactly (inp holds bfloat16 bits)."""
+    cdef os_idx n = inp.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        os_bf16_to_f32(&inp[c * CHUNK], &out[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+def f32_to_bf16(const float[::1] inp,     # IN
+                unsigned short[::1] out,  # OUT
+                int n_threads):
+    """out = nearest-even bfloat16 bits of inp (NaN -> 0x7FC0)."""
+    cdef os_idx n = inp.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        os_f32_to_bf16(&inp[c * CHUNK], &out[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+def round_bf16(const float[::1] inp,  # IN
+               float[::1] out,        # OUT (may be inp's buffer)
+               int n_threads):
+    """out = float32(bfloat16_rne(inp))."""
+    cdef os_idx n = inp.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        os_round_bf16(&inp[c * CHUNK], &out[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+# ---- matrix products -----------------------------------------------------------
+
+def linear_bf16(const float[:, ::1] x,            # IN  (M, K)
+                const unsigned short[:, ::1] w,   # IN  (N, K) bfloat16 bits
+                const float[::1] bias,            # IN  (N,) or None
+                float[:, ::1] y,                  # OUT (M, N)
+                int n_threads):
+    """y = x @ bf16(w).T + bias, float32 accumulation; weights read once per call."""
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef int nt = _threads_for(n_blocks, n_threads)
+    if M == 0 or N == 0:
+        return
+    for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
+        os_dot_bf16_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,
+                         b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+
+
+def linear_f32(const float[:, ::1] x,    # IN  (M, K)
+               const float[:, ::1] w,    # IN  (N, K)
+               const float[::1] bias,    # IN  (N,) or None
+               float[:, ::1] y,          # OUT (M, N)
+               int n_threads):
+    """y = x @ w.T + bias for small M (decode), float32 accumulation."""
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef int nt = _threads_for(n_blocks, n_threads)
+    if M == 0 or N == 0:
+        return
+    for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
+        os_dot_f32_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,
+                        b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+
+
+# ---- normalisation, positions, activations -----------------------------------------
+
+def rms_norm(const float[:, ::1] x,   # IN  (n, D)
+             const float[::1] weight,  # IN  (D,)
+             float eps,
+             float[:, ::1] y,          # OUT (n, D)
+             int n_threads):
+    """y[i] = weight * x[i] / sqrt(mean(x[i]**2) + eps)."""
+    cdef os_idx n = x.shape[0], D = x.shape[1], i
+    cdef int nt = _threads_for(n * D // CHUNK, n_threads)
+    if D == 0:
+        return
+    for i in prange(n, nogil=True, schedule="static", num_threads=nt):
+        os_rms_norm_row(&x[i, 0], &weight[0], eps, &y[i, 0], D)
+
+
+def rope(const float[:, :, ::1] x,   # IN  (n_tokens, n_heads, head_dim)
+         const float[:, ::1] cos,    # IN  (n_tokens, head_dim)
+         const float[:, ::1] sin,    # IN  (n_tokens, head_dim)
+         float[:, :, ::1] y,         # OUT (n_tokens, n_heads, head_dim)
+         int n_threads):
+    """y = x * cos + rotate_half(x) * sin, per token and head."""
+    cdef os_idx n = x.shape[0], H = x.shape[1], hd = x.shape[2], t
+    cdef int nt = _threads_for(n * H * hd // CHUNK, n_threads)
+    if H == 0 or hd == 0:
+        return
+    for t in prange(n, nogil=True, schedule="static", num_threads=nt):
+        os_rope_token(&x[t, 0, 0], &cos[t, 0], &sin[t, 0], &y[t, 0, 0], H, hd)
+
+
+def swiglu(const float[::1] gate,  # IN
+           const float[::1] up,    # IN
+           float[::1] y,           # OUT
+           int n_threads):
+    """y = silu(gate) * up."""
+    cdef os_idx n = gate.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        os_swiglu(&gate[c * CHUNK], &up[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+def silu(const float[::1] x,  # IN
+         float[::1] y,        # OUT
+         int n_threads):
+    """y = x / (1 + exp(-x))."""
+    cdef os_idx n = x.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        os_silu(&x[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+def gelu(const float[::1] x,  # IN
+         float[::1] y,        # OUT
+         int n_threads):
+    """y = x * 0.5 * (1 + erf(x / sqrt(2))), ATen's float32 erf."""
+    cdef os_idx n = x.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        os_gelu(&x[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+# ---- attention over a KV cache -------------------------------------------------------
+
+def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
+              const float[:, :, ::1] k,  # IN  (n_kv, n_kv_heads, hd)
+              const float[:, :, ::1] v,  # IN  (n_kv, n_kv_heads, hd)
+              float scale,
+              Py_ssize_t causal_offset,  # < 0: every key is visible
+              float[:, :, ::1] out,      # OUT (n_q, n_heads, hd)
+              int n_threads):
+    """out[i, h] = softmax(q[i, h] . k[:, g(h)] * scale) @ v[:, g(h)], one task per (i, h)."""
+    cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
+    cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
+    cdef os_idx task, i, h, n_keys, n_tasks = n_q * H
+    cdef int nt = _threads_for(n_tasks, n_threads)
+    # one row of scores per thread, indexed by threadid()
+    cdef float *scores
+    if n_tasks == 0 or hd == 0:
+        return
+    scores = <float *> malloc(nt * max(1, n_kv) * sizeof(float))
+    if scores == NULL:
+        raise MemoryError(f"attention needs {nt} x {n_kv} float32 scores")
+    try:
+        for task in prange(n_tasks, nogil=True, schedule="static", num_threads=nt):
+            i = task // H
+            h = task % H
+            n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
+            os_attention_row(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
+                             Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
+                             &out[i, h, 0])
+    finally:
+        free(scores)

@@ -1,0 +1,257 @@
+/* Hot loops of the OneSpeech runtime, compiled once per instruction set.
+ *
+ * The same source is built as _kernels_generic (no ISA flags: one float per
+ * "vector", the scalar reference), _kernels_avx2 (-mavx2 -mfma: 8 lanes) and
+ * _kernels_avx512 (-mavx512f -mavx512bw: 16 lanes); OS_LANES follows from the
+ * compiler's predefined macros. GCC/Clang vector extensions give explicit SIMD
+ * whose summation order is fixed by this code, so no -ffast-math is needed and
+ * results differ between variants only by float32 rounding.
+ *
+ * Every function works on a range of rows so the Cython callers can split the
+ * work over OpenMP threads; none allocates or touches Python objects.
+ */
+#ifndef ONESPEECH_KERNELS_IMPL_H
+#define ONESPEECH_KERNELS_IMPL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <stddef.h>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define OS_LANES 16
+#define OS_VARIANT "avx512"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define OS_LANES 8
+#define OS_VARIANT "avx2"
+#else
+#define OS_LANES 1
+#define OS_VARIANT "generic"
+#endif
+
+#ifdef _OPENMP
+#define OS_OPENMP 1
+#else
+#define OS_OPENMP 0
+#endif
+
+typedef ptrdiff_t os_idx;
+
+#if OS_LANES == 1
+typedef float vf;
+typedef uint32_t vu;
+typedef uint16_t vh;
+#define OS_U16_TO_U32(h) ((uint32_t)(h))
+static inline float os_hsum(vf v) { return v; }
+static inline vf os_splat(float a) { return a; }
+#else
+typedef float vf __attribute__((vector_size(4 * OS_LANES)));
+typedef uint32_t vu __attribute__((vector_size(4 * OS_LANES)));
+typedef uint16_t vh __attribute__((vector_size(2 * OS_LANES)));
+#define OS_U16_TO_U32(h) __builtin_convertvector((h), vu)
+static inline float os_hsum(vf v) {
+    /* pairwise halving: a fixed order, the same on every call */
+    float t[OS_LANES];
+    memcpy(t, &v, sizeof t);
+    for (int w = OS_LANES / 2; w > 0; w /= 2)
+        for (int i = 0; i < w; i++) t[i] += t[i + w];
+    return t[0];
+}
+static inline vf os_splat(float a) { return (vf){0} + a; }
+#endif
+
+static inline float os_bf16_scalar(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline vf os_load_f32(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void os_store_f32(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+/* bfloat16 bits -> float32: the bits become the high half (exact) */
+static inline vf os_load_bf16(const uint16_t *p) {
+    vh h;
+    memcpy(&h, p, sizeof h);
+    vu u = OS_U16_TO_U32(h) << 16;
+    vf f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t os_f32_to_bf16_scalar(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if (f != f) return 0x7FC0; /* NaN, as c10::BFloat16 */
+    return (uint16_t)((u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16);
+}
+
+/* ---- element-wise conversions ------------------------------------------ */
+
+static void os_bf16_to_f32(const uint16_t *in, float *out, os_idx n) {
+    os_idx i = 0;
+    for (; i + OS_LANES <= n; i += OS_LANES) os_store_f32(out + i, os_load_bf16(in + i));
+    for (; i < n; i++) out[i] = os_bf16_scalar(in[i]);
+}
+
+static void os_f32_to_bf16(const float *in, uint16_t *out, os_idx n) {
+    for (os_idx i = 0; i < n; i++) out[i] = os_f32_to_bf16_scalar(in[i]);
+}
+
+static void os_round_bf16(const float *in, float *out, os_idx n) {
+    for (os_idx i = 0; i < n; i++) out[i] = os_bf16_scalar(os_f32_to_bf16_scalar(in[i]));
+}
+
+/* ---- dot products: one weight row against 1 or 4 activation rows --------- */
+
+#define OS_DEFINE_DOT(NAME, WT, LOADW, SCALARW)                                 \
+    /* sum_k x[k] * w[k], four independent accumulators to hide FMA latency */ \
+    static inline float NAME##_1(const float *x, const WT *w, os_idx K) {       \
+        vf a0 = os_splat(0), a1 = a0, a2 = a0, a3 = a0;                         \
+        os_idx k = 0;                                                           \
+        for (; k + 4 * OS_LANES <= K; k += 4 * OS_LANES) {                      \
+            a0 += os_load_f32(x + k) * LOADW(w + k);                            \
+            a1 += os_load_f32(x + k + OS_LANES) * LOADW(w + k + OS_LANES);      \
+            a2 += os_load_f32(x + k + 2 * OS_LANES) * LOADW(w + k + 2 * OS_LANES); \
+            a3 += os_load_f32(x + k + 3 * OS_LANES) * LOADW(w + k + 3 * OS_LANES); \
+        }                                                                       \
+        for (; k + OS_LANES <= K; k += OS_LANES)                                \
+            a0 += os_load_f32(x + k) * LOADW(w + k);                            \
+        float s = os_hsum((a0 + a1) + (a2 + a3));                               \
+        for (; k < K; k++) s += x[k] * SCALARW(w[k]);                           \
+        return s;                                                               \
+    }                                                                           \
+    /* four activation rows share each weight load (small-batch GEMM) */       \
+    static inline void NAME##_4(const float *x0, const float *x1, const float *x2, \
+                                const float *x3, const WT *w, os_idx K, float *s) { \
+        vf a0 = os_splat(0), a1 = a0, a2 = a0, a3 = a0;                         \
+        os_idx k = 0;                                                           \
+        for (; k + OS_LANES <= K; k += OS_LANES) {                              \
+            vf wv = LOADW(w + k);                                               \
+            a0 += os_load_f32(x0 + k) * wv;                                     \
+            a1 += os_load_f32(x1 + k) * wv;                                     \
+            a2 += os_load_f32(x2 + k) * wv;                                     \
+            a3 += os_load_f32(x3 + k) * wv;                                     \
+        }                                                                       \
+        s[0] = os_hsum(a0); s[1] = os_hsum(a1); s[2] = os_hsum(a2); s[3] = os_hsum(a3); \
+        for (; k < K; k++) {                                                    \
+            float wk = SCALARW(w[k]);                                           \
+            s[0] += x0[k] * wk; s[1] += x1[k] * wk; s[2] += x2[k] * wk; s[3] += x3[k] * wk; \
+        }                                                                       \
+    }                                                                           \
+    /* y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for rows n in [n0, n1) */       \
+    static void NAME##_rows(const float *x, os_idx M, const WT *W, os_idx K,   \
+                            const float *bias, float *y, os_idx N, os_idx n0,  \
+                            os_idx n1) {                                        \
+        for (os_idx n = n0; n < n1; n++) {                                      \
+            const WT *w = W + n * K;                                            \
+            float b = bias ? bias[n] : 0.0f;                                    \
+            os_idx m = 0;                                                       \
+            if (M == 1) {                                                       \
+                y[n] = NAME##_1(x, w, K) + b;                                   \
+                continue;                                                       \
+            }                                                                   \
+            for (; m + 4 <= M; m += 4) {                                        \
+                float s[4];                                                     \
+                NAME##_4(x + m * K, x + (m + 1) * K, x + (m + 2) * K,           \
+                         x + (m + 3) * K, w, K, s);                             \
+                for (int j = 0; j < 4; j++) y[(m + j) * N + n] = s[j] + b;      \
+            }                                                                   \
+            for (; m < M; m++) y[m * N + n] = NAME##_1(x + m * K, w, K) + b;    \
+        }                                                                       \
+    }
+
+#define OS_ID(v) (v)
+OS_DEFINE_DOT(os_dot_bf16, uint16_t, os_load_bf16, os_bf16_scalar)
+OS_DEFINE_DOT(os_dot_f32, float, os_load_f32, OS_ID)
+
+/* ---- normalisation and activations -------------------------------------- */
+
+/* y = w * (x * (1 / sqrt(mean(x^2) + eps))) for one row of D values */
+static void os_rms_norm_row(const float *x, const float *w, float eps, float *y, os_idx D) {
+    vf a = os_splat(0);
+    os_idx i = 0;
+    for (; i + OS_LANES <= D; i += OS_LANES) {
+        vf v = os_load_f32(x + i);
+        a += v * v;
+    }
+    float ss = os_hsum(a);
+    for (; i < D; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)D + eps);
+    vf iv = os_splat(inv);
+    for (i = 0; i + OS_LANES <= D; i += OS_LANES)
+        os_store_f32(y + i, os_load_f32(w + i) * (os_load_f32(x + i) * iv));
+    for (; i < D; i++) y[i] = w[i] * (x[i] * inv);
+}
+
+/* rotate_half RoPE for the n_heads heads of one token */
+static void os_rope_token(const float *x, const float *c, const float *s, float *y,
+                          os_idx n_heads, os_idx hd) {
+    os_idx half = hd / 2;
+    for (os_idx h = 0; h < n_heads; h++) {
+        const float *xh = x + h * hd;
+        float *yh = y + h * hd;
+        for (os_idx i = 0; i < half; i++) {
+            yh[i] = xh[i] * c[i] - xh[i + half] * s[i];
+            yh[i + half] = xh[i + half] * c[i + half] + xh[i] * s[i + half];
+        }
+    }
+}
+
+static void os_swiglu(const float *g, const float *u, float *y, os_idx n) {
+    for (os_idx i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void os_silu(const float *x, float *y, os_idx n) {
+    for (os_idx i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* erf GELU with ATen's vectorised erf (Abramowitz & Stegun 7.1.26) */
+static void os_gelu(const float *x, float *y, os_idx n) {
+    for (os_idx i = 0; i < n; i++) {
+        float z = x[i] * 0.70710678118654752440f;
+        float a = fabsf(z);
+        float t = 1.0f / (0.3275911f * a + 1.0f);
+        float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
+        float e = 1.0f + (-expf(-(z * z)) * t) * r;
+        y[i] = x[i] * 0.5f * (1.0f + copysignf(e, z));
+    }
+}
+
+/* ---- attention for one query row and one head ------------------------------
+ * scores[j] = (q . k_j) * scale for the n_keys visible keys, softmax in float32,
+ * out = sum_j p_j v_j. k and v rows are kv_stride floats apart (the KV cache
+ * layout [n_kv, n_kv_heads, head_dim]). */
+static void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
+                             os_idx n_keys, os_idx hd, float scale, float *scores, float *out) {
+    float mx = -INFINITY;
+    for (os_idx j = 0; j < n_keys; j++) {
+        float sj = os_dot_f32_1(q, k + j * kv_stride, hd) * scale;
+        scores[j] = sj;
+        if (sj > mx) mx = sj;
+    }
+    float sum = 0.0f;
+    for (os_idx j = 0; j < n_keys; j++) {
+        float e = expf(scores[j] - mx);
+        scores[j] = e;
+        sum += e;
+    }
+    for (os_idx j = 0; j < n_keys; j++) scores[j] = scores[j] / sum;
+    for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;
+    for (os_idx j = 0; j < n_keys; j++) {
+        const float *vj = v + j * kv_stride;
+        vf p = os_splat(scores[j]);
+        os_idx d = 0;
+        for (; d + OS_LANES <= hd; d += OS_LANES)
+            os_store_f32(out + d, os_load_f32(out + d) + p * os_load_f32(vj + d));
+        for (; d < hd; d++) out[d] += scores[j] * vj[d];
+    }
+}
+
+#endif

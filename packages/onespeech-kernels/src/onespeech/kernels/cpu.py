@@ -1,0 +1,86 @@
+"""CPU features and the choice of compiled kernel variant.
+
+numpy already probes the CPU (and the OS's support for wide registers) at
+import; its table is private (`numpy._core._multiarray_umath.__cpu_features__`),
+so it is wrapped here with a fallback to /proc/cpuinfo and then to "nothing
+known", which selects the portable generic kernels.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from functools import cache
+from types import ModuleType
+
+__all__ = ["ENV_VAR", "VARIANTS", "cpu_features", "load_variant", "select_variant", "supported_variants"]
+
+ENV_VAR = "ONESPEECH_KERNELS"
+# best first; each needs every listed feature (numpy's names)
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "avx512": ("AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
+    "avx2": ("AVX2", "FMA3", "F16C"),
+    "generic": (),
+}
+_CPUINFO_NAMES = {"avx512f": "AVX512F", "avx512bw": "AVX512BW", "avx512vl": "AVX512VL", "avx2": "AVX2",
+                  "fma": "FMA3", "f16c": "F16C", "avx512_bf16": "AVX512_BF16"}
+
+
+@cache
+def cpu_features() -> frozenset[str]:
+    """Names (numpy's spelling, e.g. "AVX2") of the features this CPU and OS support."""
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        try:
+            table = importlib.import_module(module).__cpu_features__
+        except (ImportError, AttributeError):
+            continue
+        return frozenset(name for name, on in table.items() if on)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return frozenset(v for k, v in _CPUINFO_NAMES.items() if k in flags)
+    except OSError:
+        pass
+    return frozenset()
+
+
+def supported_variants() -> list[str]:
+    """Variants this CPU can run, best first (always ends with "generic")."""
+    have = cpu_features()
+    return [name for name, need in VARIANTS.items() if all(f in have for f in need)]
+
+
+def load_variant(name: str) -> ModuleType | None:
+    """Import the compiled kernels of one variant; None if it was not built."""
+    if name not in VARIANTS:
+        raise ValueError(f"unknown kernel variant {name!r}; known: {', '.join(VARIANTS)}")
+    try:
+        return importlib.import_module(f"onespeech.kernels._kernels_{name}")
+    except ImportError:
+        return None
+
+
+def select_variant() -> ModuleType | None:
+    """The compiled kernels to use: $ONESPEECH_KERNELS if set (e.g. "generic"), else the best built.
+
+    Returns None when no compiled variant is importable (ops then uses numpy).
+    """
+    forced = os.environ.get(ENV_VAR, "").strip().lower()
+    supported = supported_variants()
+    if forced and forced != "auto":
+        if forced not in VARIANTS:
+            warnings.warn(f"{ENV_VAR}={forced!r} is not a kernel variant ({', '.join(VARIANTS)}, auto); "
+                          "using the best supported one", stacklevel=2)
+        elif forced not in supported:
+            warnings.warn(f"{ENV_VAR}={forced!r} is not supported by this CPU; using the best supported one",
+                          stacklevel=2)
+        else:
+            supported = [forced]
+    for name in supported:
+        module = load_variant(name)
+        if module is not None:
+            return module
+    return None

@@ -1,0 +1,141 @@
+"""Every compiled kernel variant this machine runs against the scalar generic one.
+
+The generic variant (one float per "vector", plain sequential sums) is the
+reference for the SIMD variants; all must agree within float32 rounding, and
+each must give bit-identical results for any thread count (threads split
+rows, never a sum).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import onespeech.kernels
+from onespeech.kernels import cpu, ops, reference
+
+GENERIC = cpu.load_variant("generic")
+VARIANTS = [v for v in cpu.supported_variants() if cpu.load_variant(v) is not None]
+pytestmark = pytest.mark.skipif(GENERIC is None, reason="compiled kernels are not built")
+RNG = np.random.default_rng(7)
+
+
+def randn(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def close(a: np.ndarray, b: np.ndarray, rtol: float = 2e-6) -> bool:
+    """Within float32 rounding relative to the tensor's magnitude (same bar as parity)."""
+    scale = max(1e-30, float(np.abs(b).max()))
+    return float(np.abs(a.astype(np.float64) - b).max()) <= rtol * scale
+
+
+def run(variant: str, fn: str, *args, threads: int = 2):
+    return getattr(cpu.load_variant(variant), fn)(*args, threads)
+
+
+def test_generic_is_scalar_and_variants_report_themselves() -> None:
+    assert GENERIC.VARIANT == "generic" and GENERIC.LANES == 1
+    for v in VARIANTS:
+        assert cpu.load_variant(v).VARIANT == v
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k", [(1, 1024, 1024), (1, 3072, 1024), (1, 1024, 3072), (3, 257, 1031), (4, 64, 128),
+                                   (8, 100, 61), (1, 5, 7)])
+def test_linear_bf16_and_f32_match_generic(variant: str, m: int, n: int, k: int) -> None:
+    x = randn(m, k)
+    w32 = randn(n, k, scale=0.05)
+    w16 = reference.f32_to_bf16(w32)
+    bias = randn(n)
+    want64 = x.astype(np.float64) @ reference.bf16_to_f32(w16).astype(np.float64).T + bias
+    for w, fn in ((w16, "linear_bf16"), (w32, "linear_f32")):
+        ys = {}
+        for threads in (1, 2):
+            y = np.empty((m, n), np.float32)
+            run(variant, fn, x, w, bias, y, threads=threads)
+            ys[threads] = y
+        assert np.array_equal(ys[1], ys[2]), "thread count changed the result"
+        g = np.empty((m, n), np.float32)
+        run("generic", fn, x, w, bias, g)
+        assert close(ys[2], g.astype(np.float64))
+        if fn == "linear_bf16":
+            assert close(ys[2], want64)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bf16_conversions_match_generic_exactly(variant: str) -> None:
+    bits = RNG.integers(0, 1 << 32, 100003, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    for fn, src, dtype in (("f32_to_bf16", x, np.uint16), ("round_bf16", x, np.float32),
+                           ("bf16_to_f32", (bits >> 16).astype(np.uint16), np.float32)):
+        out, ref = np.empty(src.shape, dtype), np.empty(src.shape, dtype)
+        run(variant, fn, src, out)
+        run("generic", fn, src, ref)
+        assert np.array_equal(out.view(np.uint8), ref.view(np.uint8))
+    want = reference.f32_to_bf16(x)
+    out = np.empty(x.shape, np.uint16)
+    run(variant, "f32_to_bf16", x, out)
+    assert np.array_equal(out, want)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_norm_rope_activations_match_generic(variant: str) -> None:
+    x = randn(37, 1031, scale=3.0)
+    w = randn(1031)
+    outs = {}
+    for v in ("generic", variant):
+        y = np.empty_like(x)
+        run(v, "rms_norm", x, w, 1e-6, y)
+        outs[v] = y
+    assert close(outs[variant], outs["generic"].astype(np.float64))
+    assert close(outs[variant], reference.rms_norm(x, w, 1e-6).astype(np.float64))
+    q = randn(9, 16, 128)
+    cos, sin = randn(9, 128), randn(9, 128)
+    for v in ("generic", variant):
+        y = np.empty_like(q)
+        run(v, "rope", q, cos, sin, y)
+        outs[v] = y
+    assert close(outs[variant], reference.rope(q, cos, sin).astype(np.float64))
+    flat = randn(50001, scale=6.0)
+    up = randn(50001)
+    for fn, args, ref in (("gelu", (flat,), reference.gelu(flat)), ("silu", (flat,), reference.silu(flat)),
+                          ("swiglu", (flat, up), reference.swiglu(flat, up))):
+        y = np.empty_like(flat)
+        run(variant, fn, *args, y)
+        assert np.abs(y - ref).max() <= 2e-6 * np.abs(ref).max(), fn
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n_q,n_kv,causal", [(1, 300, 299), (1, 300, None), (4, 64, 60), (3, 5, 0)])
+def test_attention_decode_matches_generic_and_reference(variant: str, n_q: int, n_kv: int, causal) -> None:
+    q, k, v = randn(n_q, 16, 128), randn(n_kv, 8, 128), randn(n_kv, 8, 128)
+    scale = 128**-0.5
+    got = {}
+    for threads in (1, 2):
+        out = np.empty_like(q)
+        run(variant, "attention", q, k, v, scale, -1 if causal is None else causal, out, threads=threads)
+        got[threads] = out
+    assert np.array_equal(got[1], got[2])
+    assert close(got[2], reference.attention(q, k, v, scale, causal).astype(np.float64))
+
+
+def test_env_var_forces_generic() -> None:
+    env = dict(os.environ, ONESPEECH_KERNELS="generic")
+    out = subprocess.run(
+        [sys.executable, "-c", "import onespeech.kernels as k; print(k.info()['variant'])"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip() == "generic"
+
+
+def test_info_reports_variant_openmp_threads_blas() -> None:
+    i = onespeech.kernels.info()
+    assert i["variant"] == ops._kernels.VARIANT == VARIANTS[0]
+    assert isinstance(i["openmp"], bool) and i["threads"] >= 1
+    assert "generic" in i["supported"]
+    assert "kernels " in onespeech.kernels.describe()
