@@ -13,8 +13,9 @@ writes one ``DIR/features/<case>.npz`` per input, each holding:
   that runs when torch is absent;
 - ``n_frames``: the attention-mask length the reference reports.
 
-Cases: every clip in shared/data/audio (decoded with soundfile, channels averaged,
-resampled to 16 kHz with soxr "HQ", the decoder OneSpeech uses) and seeded synthetic
+Cases: every clip in shared/data/audio (decoded by qwen-asr's own
+``normalize_audio_input``: librosa over soundfile, channel mean, soxr "HQ" resampling,
+peak normalisation only above 1.0) and seeded synthetic
 signals (silence, DC, full-scale white noise, sines, a click, 201 samples, exactly
 30 s). ``index.json`` lists the cases and the library versions.
 """
@@ -39,14 +40,10 @@ def shared_data() -> Path:
 
 
 def decode_clip(path: Path) -> np.ndarray:
-    import soundfile
-    import soxr
+    """The reference toolkit's own loader: librosa/soundfile, channel mean, soxr_hq, peak clip."""
+    from qwen_asr.inference.utils import normalize_audio_input
 
-    data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    mono = data.mean(axis=1, dtype=np.float32)
-    if rate != SAMPLE_RATE:
-        mono = soxr.resample(mono, rate, SAMPLE_RATE, quality="HQ")
-    return np.ascontiguousarray(mono, dtype=np.float32)
+    return np.ascontiguousarray(normalize_audio_input(str(path)), dtype=np.float32)
 
 
 def synthetic_signals() -> dict[str, np.ndarray]:

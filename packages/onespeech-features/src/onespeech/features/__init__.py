@@ -10,6 +10,7 @@ Public API:
 - chunks: ``plan_chunks``, ``Chunk``
 """
 
+from onespeech.features.audio import AudioFileSource, load_audio
 from onespeech.features.errors import (
     AudioError,
     CorruptAudioError,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SAMPLE_RATE",
+    "AudioFileSource",
     "AudioError",
     "CorruptAudioError",
     "NoChannelsError",
@@ -41,6 +43,7 @@ __all__ = [
     "PcmTooShortError",
     "UnreadableAudioError",
     "VadModelError",
+    "load_audio",
     "log_mel_spectrogram",
     "validate_pcm",
 ]
