@@ -1,0 +1,259 @@
+"""The Qwen3 text decoder with a preallocated past/present KV cache.
+
+Architecture (HF Qwen3 as the Qwen3-ASR thinker uses it)::
+
+    embeddings f32[n, D] (audio pad rows already replaced by encoder output)
+      -> layers: x = rms_norm(h); q/k/v = x W; per-head RMS norm of q and k;
+         rotary positions (rotate_half); grouped-query causal attention over the
+         cache; h += o_proj(attn); h += down(silu(gate(x')) * up(x')), x' = rms_norm(h)
+      -> final rms_norm -> output head (only where logits are needed)
+
+Rotary positions: the released config asks for interleaved multimodal rope
+(mrope_section), but qwen-asr gives all three position rows the same ids
+(0, 1, 2, ... over audio and text alike), so every frequency sees the same
+position and the result is plain 1-D rope with theta = rope_theta.
+
+One shape plan is kept: the cache is sized for prompt + max_new_tokens of the
+current request; a request of another size replaces it (the old one is dropped,
+never reused for autoregressive generation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from onespeech.kernels import ops
+from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
+from onespeech.qwen3.errors import Cancel, raise_if_cancelled
+
+
+def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin f32[n, head_dim] for integer positions, as HF's default rope in float32.
+
+    inv_freq = 1 / theta ** (arange(0, head_dim, 2) / head_dim); both halves repeat the
+    frequencies (``cat(freqs, freqs)``), matching rotate_half.
+    """
+    exponent = np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)
+    inv_freq = (np.float32(1.0) / np.power(np.float32(theta), exponent)).astype(np.float32)
+    freqs = np.asarray(positions, dtype=np.float32)[:, None] * inv_freq[None, :]
+    emb = np.concatenate([freqs, freqs], axis=1)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+class KVCache:
+    """Past keys/values of every layer, preallocated for ``capacity`` positions.
+
+    Attributes
+    ----------
+    k, v : ndarray[float32], shape (n_layers, capacity, n_kv_heads, head_dim)
+    length : int
+        Positions filled so far.
+    cos, sin : ndarray[float32], shape (capacity, head_dim)
+        Rotary tables for every position of the plan.
+    """
+
+    def __init__(self, dims: TextDecoderConfig, capacity: int) -> None:
+        shape = (dims.num_layers, capacity, dims.num_kv_heads, dims.head_dim)
+        self.capacity = capacity
+        self.k = np.zeros(shape, dtype=np.float32)
+        self.v = np.zeros(shape, dtype=np.float32)
+        self.cos, self.sin = rope_tables(np.arange(capacity), dims.head_dim, dims.rope_theta)
+        self.length = 0
+
+    def reset(self) -> None:
+        """Forget the past (fresh decoder state) without reallocating."""
+        self.length = 0
+
+
+def _identity(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Greedy ids after the prompt; ``finished`` is True if an end token stopped it."""
+
+    ids: list[int]
+    finished: bool
+    first_logits: np.ndarray | None = None
+
+
+class Qwen3Decoder:
+    """Qwen3 decoder over loaded tensors.
+
+    Parameters
+    ----------
+    weights : mapping of str to ndarray
+        Tensors by publisher name (``thinker.model.layers.0.self_attn.q_proj.weight``
+        ...), float32 or bfloat16 (uint16); kept as views, never copied.
+    config : Qwen3Config
+        The parsed config.json (its ``text`` part sizes the decoder).
+    prefix : str
+        Name prefix of the decoder's tensors.
+    head : str | None
+        Full name of the output-head matrix [V, D]. Default: the one the reference
+        uses (``config.output_head_name``: the token embedding, since the ASR configs
+        tie it). None builds a decoder without head (the forced aligner has its own).
+    bf16_activations : bool
+        Round activations to bfloat16 at operator boundaries (BF16 precision).
+    """
+
+    def __init__(
+        self,
+        weights: Mapping[str, np.ndarray],
+        config: Qwen3Config,
+        prefix: str = "thinker.model.",
+        head: str | None = "default",
+        bf16_activations: bool = False,
+    ) -> None:
+        self.dims = config.text
+        self._w = {name[len(prefix) :]: t for name, t in weights.items() if name.startswith(prefix)}
+        if head == "default":
+            head = config.output_head_name
+        self._head = weights[head] if head is not None else None
+        self._round: Callable[[np.ndarray], np.ndarray] = ops.round_bf16 if bf16_activations else _identity
+        self._cache: KVCache | None = None
+
+    # -- building blocks ---------------------------------------------------------------
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        """Token embeddings f32[n, hidden_size] of int ids[n]."""
+        return ops.embedding(self._w["embed_tokens.weight"], np.asarray(ids, dtype=np.int64))
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Output head over final-normed hidden states f32[..., D] -> f32[..., V]."""
+        if self._head is None:
+            raise ValueError("this decoder was built without an output head")
+        return self._round(ops.linear(hidden, self._head))
+
+    def cache_for(self, capacity: int) -> KVCache:
+        """The one cache plan, reallocated only when the request size changes."""
+        if capacity < 1:
+            raise ValueError(f"cache capacity {capacity} must be at least 1")
+        if self._cache is None or self._cache.capacity != capacity:
+            self._cache = None  # drop the old plan before allocating the new one
+            self._cache = KVCache(self.dims, capacity)
+        self._cache.reset()
+        return self._cache
+
+    def release(self) -> None:
+        """Drop the cache plan."""
+        self._cache = None
+
+    # -- forward passes -------------------------------------------------------------------
+
+    def forward(self, embeds: np.ndarray, cache: KVCache, cancel: Cancel = None) -> np.ndarray:
+        """Run ``n`` new positions through every layer, appending them to the cache.
+
+        Parameters
+        ----------
+        embeds : ndarray[float32], shape (n, hidden_size)
+            Inputs for positions ``cache.length .. cache.length + n - 1``.
+        cache : KVCache
+        cancel : threading.Event-like, callable or None
+            Checked between layers.
+
+        Returns
+        -------
+        ndarray[float32], shape (n, hidden_size)
+            Hidden states after the final RMS norm.
+        """
+        n = embeds.shape[0]
+        pos = cache.length
+        if pos + n > cache.capacity:
+            raise ValueError(f"{pos + n} positions exceed the cache plan of {cache.capacity}")
+        cos, sin = cache.cos[pos : pos + n], cache.sin[pos : pos + n]
+        hidden = self._round(np.ascontiguousarray(embeds, dtype=np.float32))
+        for layer in range(self.dims.num_layers):
+            raise_if_cancelled(cancel)
+            hidden = self._layer(hidden, layer, cache, pos, cos, sin)
+        cache.length = pos + n
+        return self._round(ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps))
+
+    def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
+        """Causal full-sequence forward without keeping a cache (the aligner's pass).
+
+        Parameters
+        ----------
+        embeds : ndarray[float32], shape (n, hidden_size)
+
+        Returns
+        -------
+        ndarray[float32], shape (n, hidden_size), after the final RMS norm
+        """
+        cache = KVCache(self.dims, max(1, embeds.shape[0]))
+        return self.forward(embeds, cache, cancel)
+
+    def _layer(
+        self, hidden: np.ndarray, layer: int, cache: KVCache, pos: int, cos: np.ndarray, sin: np.ndarray
+    ) -> np.ndarray:
+        r = self._round
+        d = self.dims
+        w = self._w
+        p = f"layers.{layer}."
+        n = hidden.shape[0]
+        eps = d.rms_norm_eps
+        # attention: q/k/v, per-head q/k RMS norm, rotary positions
+        x = r(ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps))
+        q = r(ops.linear(x, w[p + "self_attn.q_proj.weight"])).reshape(n, d.num_heads, d.head_dim)
+        k = r(ops.linear(x, w[p + "self_attn.k_proj.weight"])).reshape(n, d.num_kv_heads, d.head_dim)
+        v = r(ops.linear(x, w[p + "self_attn.v_proj.weight"])).reshape(n, d.num_kv_heads, d.head_dim)
+        q = r(ops.rope(r(ops.rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)), cos, sin))
+        k = r(ops.rope(r(ops.rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)), cos, sin))
+        # present keys/values join the past in the preallocated cache
+        cache.k[layer, pos : pos + n] = k
+        cache.v[layer, pos : pos + n] = v
+        attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], d.head_dim**-0.5, pos)
+        attn = r(attn).reshape(n, d.num_heads * d.head_dim)
+        hidden = r(hidden + r(ops.linear(attn, w[p + "self_attn.o_proj.weight"])))
+        # SwiGLU MLP
+        x = r(ops.rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps))
+        gate = r(ops.linear(x, w[p + "mlp.gate_proj.weight"]))
+        up = r(ops.linear(x, w[p + "mlp.up_proj.weight"]))
+        return r(hidden + r(ops.linear(r(ops.swiglu(gate, up)), w[p + "mlp.down_proj.weight"])))
+
+    # -- greedy generation ---------------------------------------------------------------
+
+    def generate(
+        self,
+        embeds: np.ndarray,
+        max_new_tokens: int,
+        eos_ids: Iterable[int],
+        cancel: Cancel = None,
+        keep_first_logits: bool = False,
+    ) -> Generation:
+        """Greedy decoding after a prompt, with fresh state.
+
+        Prefill runs the prompt and applies the head only to its last position; each
+        step feeds back the argmax token. Stops after an end token (not returned) or
+        after ``max_new_tokens`` ids.
+
+        Parameters
+        ----------
+        embeds : ndarray[float32], shape (n_prompt, hidden_size)
+        max_new_tokens : int >= 1
+        eos_ids : iterable of int
+        cancel : threading.Event-like, callable or None
+            Checked between layers and between steps.
+        keep_first_logits : bool
+            Return the prefill's last-position logits (parity checks).
+        """
+        eos = set(int(i) for i in eos_ids)
+        cache = self.cache_for(embeds.shape[0] + max_new_tokens)
+        hidden = self.forward(embeds, cache, cancel)
+        logits = self.logits(hidden[-1])
+        first = logits.copy() if keep_first_logits else None
+        ids: list[int] = []
+        while True:
+            token = ops.argmax(logits)
+            if token in eos:
+                return Generation(ids, True, first)
+            ids.append(token)
+            if len(ids) >= max_new_tokens:
+                return Generation(ids, False, first)
+            raise_if_cancelled(cancel)
+            hidden = self.forward(self.embed(np.array([token])), cache, cancel)
+            logits = self.logits(hidden[-1])

@@ -1,0 +1,233 @@
+"""The AuT audio encoder and its projector, as the reference's CPU path computes it.
+
+Architecture (qwen_asr ``Qwen3ASRAudioEncoder``)::
+
+    mel f32[128, T]
+      -> split into 100-frame convolution chunks (the last one shorter), each
+         zero-padded on the right to the longest chunk of this input
+      -> conv2d1/2/3 (3x3, stride 2, pad 1, GELU after each): 128 mel bins -> 16,
+         100 frames -> 13 tokens
+      -> conv_out (C*16 -> d_model, no bias) + sinusoidal positions that restart at 0
+         in every chunk; keep each chunk's valid tokens (13 for a full chunk)
+      -> encoder layers: pre-LN self-attention (full: every token sees every token
+         of this input, which is what the reference does on CPU where its window
+         metadata is only read by FlashAttention-2) and pre-LN GELU MLP
+      -> ln_post -> proj1 -> GELU -> proj2  => f32[n_tokens, output_dim]
+
+``attention="windowed"`` instead restricts attention to blocks of 104 tokens
+(13 tokens x n_window_infer / 100 frames = 8 s), the block-diagonal pattern the
+reference builds its ``cu_seqlens`` for and applies only under FlashAttention-2.
+
+Convolutions run as im2col + one GEMM per batch of chunks in a channels-last
+layout, so the im2col gather copies contiguous channel rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from onespeech.kernels import ops
+from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
+from onespeech.qwen3.errors import Cancel, raise_if_cancelled
+
+ENCODER_ATTENTION = ("full", "windowed")
+LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm default, as the reference constructs them
+_CONV_BATCH_CHUNKS = 4  # chunks per conv GEMM: bounds the im2col buffer (~55 MB at 0.6B)
+
+
+def conv_out_length(n: int) -> int:
+    """Length after one 3x3 stride-2 pad-1 convolution: ceil(n / 2)."""
+    return (n - 1) // 2 + 1
+
+
+def chunk_tokens(n_frames: int) -> int:
+    """Audio tokens of one convolution chunk of ``n_frames`` (1..100) frames."""
+    return conv_out_length(conv_out_length(conv_out_length(n_frames)))
+
+
+def output_length(n_frames: int, chunk_frames: int = 100) -> int:
+    """Encoder output tokens for ``n_frames`` mel frames (13 per full chunk)."""
+    full, rest = divmod(n_frames, chunk_frames)
+    return full * chunk_tokens(chunk_frames) + (chunk_tokens(rest) if rest else 0)
+
+
+def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.0) -> np.ndarray:
+    """Whisper-style positions f32[length, channels]: sin half then cos half.
+
+    Computed in float32 step by step like the reference's buffer.
+    """
+    increment = np.float32(math.log(max_timescale) / (channels // 2 - 1))
+    inv_timescales = np.exp(-increment * np.arange(channels // 2, dtype=np.float32))
+    scaled = np.arange(length, dtype=np.float32)[:, None] * inv_timescales[None, :]
+    return np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1).astype(np.float32)
+
+
+def _identity(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+class AudioEncoder:
+    """AuT encoder + projector over one bounded input.
+
+    Parameters
+    ----------
+    weights : mapping of str to ndarray
+        Tensors by publisher name (``thinker.audio_tower.conv2d1.weight`` ...),
+        float32 or bfloat16 (uint16). Views are kept; nothing is copied except the
+        three convolution kernels, re-laid out channels-last (a few MB).
+    config : Qwen3Config or AudioEncoderConfig
+        The parsed config.json (its ``audio`` part is used).
+    prefix : str
+        Name prefix of the audio tower's tensors.
+    bf16_activations : bool
+        Round activations to bfloat16 at operator boundaries (BF16 precision).
+    """
+
+    def __init__(
+        self,
+        weights: Mapping[str, np.ndarray],
+        config: Qwen3Config | AudioEncoderConfig,
+        prefix: str = "thinker.audio_tower.",
+        bf16_activations: bool = False,
+    ) -> None:
+        dims = config.audio if isinstance(config, Qwen3Config) else config
+        self.dims = dims
+        self._w = {name[len(prefix) :]: t for name, t in weights.items() if name.startswith(prefix)}
+        self._round: Callable[[np.ndarray], np.ndarray] = ops.round_bf16 if bf16_activations else _identity
+        # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col
+        self._conv = [
+            np.ascontiguousarray(self._w[f"conv2d{i}.weight"].transpose(0, 2, 3, 1)).reshape(
+                dims.downsample_hidden_size, -1
+            )
+            for i in (1, 2, 3)
+        ]
+        self.chunk_frames = 2 * dims.n_window  # convolution chunk in mel frames
+        self._positions = sinusoid_positions(dims.max_source_positions, dims.d_model)
+        if bf16_activations:  # the reference casts the position table to the model dtype
+            self._positions = ops.round_bf16(self._positions)
+
+    # -- public -----------------------------------------------------------------
+
+    def output_length(self, n_frames: int) -> int:
+        """Tokens this encoder produces for ``n_frames`` mel frames."""
+        return output_length(n_frames, self.chunk_frames)
+
+    def forward(self, mel: np.ndarray, attention: str = "full", cancel: Cancel = None) -> np.ndarray:
+        """Encode one log-mel input.
+
+        Parameters
+        ----------
+        mel : ndarray[float32], shape (num_mel_bins, n_frames), n_frames >= 1
+        attention : {"full", "windowed"}
+            "full" (default): every token attends every token, as the reference on CPU.
+            "windowed": block-diagonal windows of 104 tokens (FlashAttention-2 behaviour).
+        cancel : threading.Event-like, callable or None
+            Checked between convolution batches and between encoder layers.
+
+        Returns
+        -------
+        ndarray[float32], shape (n_tokens, output_dim)
+        """
+        if attention not in ENCODER_ATTENTION:
+            raise ValueError(f"encoder attention {attention!r} is unknown; use one of {ENCODER_ATTENTION}")
+        mel = np.asarray(mel)
+        if mel.dtype != np.float32 or mel.ndim != 2 or mel.shape[0] != self.dims.num_mel_bins or mel.shape[1] < 1:
+            raise ValueError(
+                f"mel has shape {mel.shape} and dtype {mel.dtype}; expected float32 "
+                f"({self.dims.num_mel_bins}, n_frames >= 1)"
+            )
+        r = self._round
+        hidden, window = self._embed_chunks(mel, cancel)
+        bounds = self._attention_blocks(hidden.shape[0], window if attention == "windowed" else None)
+        for layer in range(self.dims.num_layers):
+            raise_if_cancelled(cancel)
+            hidden = self._layer(hidden, layer, bounds)
+        w = self._w
+        x = r(ops.layer_norm(hidden, w["ln_post.weight"], w["ln_post.bias"], LAYER_NORM_EPS))
+        x = r(ops.gelu(r(ops.linear(x, w["proj1.weight"], w["proj1.bias"]))))
+        return r(ops.linear(x, w["proj2.weight"], w["proj2.bias"]))
+
+    # -- stages ---------------------------------------------------------------------
+
+    def _embed_chunks(self, mel: np.ndarray, cancel: Cancel) -> tuple[np.ndarray, int]:
+        """Convolution front end: f32[n_tokens, d_model] and the attention window size."""
+        d = self.dims
+        n_mels, n_frames = mel.shape
+        n_chunks = -(-n_frames // self.chunk_frames)
+        lengths = [self.chunk_frames] * n_chunks
+        lengths[-1] = n_frames - self.chunk_frames * (n_chunks - 1)
+        width = max(lengths)  # every chunk is zero-padded to the longest one
+        valid = [chunk_tokens(n) for n in lengths]
+        window = chunk_tokens(width) * (d.n_window_infer // self.chunk_frames)
+        pieces = []
+        for c0 in range(0, n_chunks, _CONV_BATCH_CHUNKS):
+            raise_if_cancelled(cancel)
+            c1 = min(n_chunks, c0 + _CONV_BATCH_CHUNKS)
+            # channels-last input [n, mel, time, 1], zero beyond each chunk's frames
+            x = np.zeros((c1 - c0, n_mels, width, 1), dtype=np.float32)
+            for j in range(c0, c1):
+                start = j * self.chunk_frames
+                x[j - c0, :, : lengths[j], 0] = mel[:, start : start + lengths[j]]
+            emb = self._conv_stack(x)  # [n, t, d_model]
+            for j in range(c0, c1):
+                pieces.append(emb[j - c0, : valid[j]])
+        return np.ascontiguousarray(np.concatenate(pieces, axis=0)), window
+
+    def _conv_stack(self, x: np.ndarray) -> np.ndarray:
+        """Three GELU convolutions, conv_out and chunk positions: [n, t, d_model]."""
+        r = self._round
+        for i, kernel in enumerate(self._conv, start=1):
+            x = r(ops.gelu(r(self._conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"]))))
+        n, f, t, c = x.shape
+        # the reference flattens (channel, frequency) per time step: index c * f + freq
+        flat = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
+        emb = r(ops.linear(flat, self._w["conv_out.weight"]))
+        return r(emb + self._positions[None, :t, :])
+
+    @staticmethod
+    def _conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        """3x3 stride-2 pad-1 convolution, channels-last: [n, H, W, Ci] -> [n, H', W', Co]."""
+        n, h, w, c = x.shape
+        ho, wo = conv_out_length(h), conv_out_length(w)
+        xp = np.zeros((n, h + 2, w + 2, c), dtype=np.float32)
+        xp[:, 1:-1, 1:-1, :] = x
+        sn, sh, sw, sc = xp.strides
+        patches = as_strided(xp, shape=(n, ho, wo, 3, 3, c), strides=(sn, 2 * sh, 2 * sw, sh, sw, sc))
+        cols = patches.reshape(n * ho * wo, 9 * c)  # the im2col copy
+        return ops.linear(cols, kernel, bias).reshape(n, ho, wo, -1)
+
+    @staticmethod
+    def _attention_blocks(n_tokens: int, window: int | None) -> list[tuple[int, int]]:
+        """Token ranges that attend among themselves: one block, or 104-token windows."""
+        if window is None or window >= n_tokens:
+            return [(0, n_tokens)]
+        return [(s, min(n_tokens, s + window)) for s in range(0, n_tokens, window)]
+
+    def _layer(self, hidden: np.ndarray, layer: int, bounds: list[tuple[int, int]]) -> np.ndarray:
+        """One pre-LN encoder layer (self-attention, then GELU MLP), residuals added."""
+        r = self._round
+        d = self.dims
+        w = self._w
+        p = f"layers.{layer}."
+        n = hidden.shape[0]
+        # self-attention
+        x = r(ops.layer_norm(hidden, w[p + "self_attn_layer_norm.weight"], w[p + "self_attn_layer_norm.bias"], LAYER_NORM_EPS))
+        shape = (n, d.num_heads, d.head_dim)
+        q = r(ops.linear(x, w[p + "self_attn.q_proj.weight"], w[p + "self_attn.q_proj.bias"])).reshape(shape)
+        k = r(ops.linear(x, w[p + "self_attn.k_proj.weight"], w[p + "self_attn.k_proj.bias"])).reshape(shape)
+        v = r(ops.linear(x, w[p + "self_attn.v_proj.weight"], w[p + "self_attn.v_proj.bias"])).reshape(shape)
+        scale = d.head_dim**-0.5
+        if len(bounds) == 1:
+            attn = ops.attention(q, k, v, scale, None)
+        else:
+            attn = np.concatenate([ops.attention(q[a:b], k[a:b], v[a:b], scale, None) for a, b in bounds])
+        attn = r(attn).reshape(n, d.d_model)
+        hidden = r(hidden + r(ops.linear(attn, w[p + "self_attn.out_proj.weight"], w[p + "self_attn.out_proj.bias"])))
+        # MLP
+        x = r(ops.layer_norm(hidden, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], LAYER_NORM_EPS))
+        x = r(ops.gelu(r(ops.linear(x, w[p + "fc1.weight"], w[p + "fc1.bias"]))))
+        return r(hidden + r(ops.linear(x, w[p + "fc2.weight"], w[p + "fc2.bias"])))

@@ -1,0 +1,27 @@
+import dataclasses
+
+import pytest
+
+from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
+
+
+def test_results_are_frozen() -> None:
+    word = Word("hello")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        word.start = 1.0  # type: ignore[misc]
+
+
+def test_word_defaults_have_no_timing() -> None:
+    word = Word("hello")
+    assert (word.start, word.end, word.confidence, word.timing_method) == (None, None, None, TimingMethod.NONE)
+
+
+def test_empty_transcript() -> None:
+    empty = Transcript.empty()
+    assert (empty.text, empty.language, empty.segments, empty.words) == ("", None, (), ())
+
+
+def test_replace_keeps_other_fields() -> None:
+    segment = Segment(0.0, 1.5, "hi", "en")
+    assert dataclasses.replace(segment, end=2.0) == Segment(0.0, 2.0, "hi", "en")
+    assert TimingMethod.FORCED_ALIGNER.value == "forced_aligner"
