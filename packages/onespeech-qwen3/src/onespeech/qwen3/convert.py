@@ -1,0 +1,322 @@
+"""Publisher checkpoint -> runtime files (FP32 or BF16) plus a manifest.
+
+Runtime layout of one precision ``p`` (``fp32`` or ``bf16``), every file in the
+``onespeech.kernels.tensorfile`` format (raw, 64-byte aligned, memory-mappable)::
+
+    {p}-encoder-00.ost ...   the audio tower (AuT encoder + projector), split only
+                             if it would exceed MAX_FILE_BYTES
+    {p}-decoder-00.ost ...   decoder layers four to a file; the last one also holds
+                             thinker.model.norm.weight
+    {p}-embed.ost            thinker.model.embed_tokens.weight
+    {p}-head.ost             thinker.lm_head.weight = the output head the reference
+                             actually uses (see below)
+    manifest.{p}.json        onespeech-manifest: every file's size and SHA-256, the
+                             tensor index, source digests, converter version
+    config.json, generation_config.json, preprocessor_config.json,
+    chat_template.json, tokenizer_config.json, vocab.json, merges.txt
+                             copied unchanged (the runtime directory is self-contained)
+
+Tensors keep their publisher names and shapes. FP32 files hold the bfloat16
+values expanded exactly (bits << 16); BF16 files keep the bfloat16 bits as
+uint16. The output head: with ``tie_word_embeddings`` true, the reference ties
+``lm_head`` to ``embed_tokens`` on load and ignores the stored ``lm_head``
+(measured; docs/checkpoints.md), so the head file holds the token embedding under
+the name ``thinker.lm_head.weight`` and the manifest says where it came from; the
+forced aligner (untied, 5000 classes) keeps its stored head.
+
+Every byte is a function of the publisher files: no timestamps or paths go into
+the outputs, tensors are written in a fixed order, so converting twice gives
+identical files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.store import sha256_file, write_manifest
+from onespeech.kernels.tensorfile import write_tensor_file
+from onespeech.qwen3.config import EMBED_NAME, LM_HEAD_NAME, Qwen3Config, load_config
+from onespeech.qwen3.safetensors import Checkpoint, open_checkpoint, weight_files
+
+__all__ = [
+    "CONVERTER_VERSION",
+    "MAX_FILE_BYTES",
+    "PRECISIONS",
+    "ConversionError",
+    "convert",
+    "expected_tensors",
+    "manifest_name",
+    "normalize_precision",
+]
+
+CONVERTER_VERSION = 1
+RUNTIME_FORMAT = "onespeech-qwen3-runtime"
+PRECISIONS = ("fp32", "bf16")
+# No runtime file exceeds this: 2 GiB keeps every file mappable and copyable on
+# filesystems and tools with 32-bit size limits.
+MAX_FILE_BYTES = 2 << 30
+LAYERS_PER_FILE = 4
+# tensor-file index (a few KB for four layers) and 64-byte alignment per tensor
+_HEADER_SLACK = 1 << 16
+_ALIGN_SLACK = 64
+EXTENSION = ".ost"
+# publisher files copied next to the runtime files (optional ones only if present)
+COPIED_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "chat_template.json",
+                "tokenizer_config.json", "vocab.json", "merges.txt")  # fmt: skip
+REQUIRED_COPIED = ("config.json",)
+_PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
+
+
+class ConversionError(ModelIntegrityError, ValueError):
+    """The publisher files cannot be converted (missing/extra tensor, wrong shape or dtype)."""
+
+
+def normalize_precision(precision: Any) -> str:
+    """``"fp32"`` or ``"bf16"`` from a string or an enum member (its value or name)."""
+    candidates = [precision]
+    value = getattr(precision, "value", None)
+    name = getattr(precision, "name", None)
+    candidates += [c for c in (value, name) if c is not None]
+    for candidate in candidates:
+        key = str(candidate).lower().replace("-", "").replace("_", "")
+        if key in _PRECISION_ALIASES:
+            return _PRECISION_ALIASES[key]
+    raise ValueError(f"precision {precision!r} is not supported; allowed: fp32 (float32), bf16 (bfloat16)")
+
+
+def manifest_name(precision: Any) -> str:
+    """The manifest of one precision, e.g. ``manifest.fp32.json``."""
+    return f"manifest.{normalize_precision(precision)}.json"
+
+
+def expected_tensors(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
+    """Every tensor a publisher checkpoint with this config holds: name -> shape."""
+    audio, text = config.audio, config.text
+    d, ch = audio.d_model, audio.downsample_hidden_size
+    a = "thinker.audio_tower."
+    shapes: dict[str, tuple[int, ...]] = {
+        a + "conv2d1.weight": (ch, 1, 3, 3),
+        a + "conv2d1.bias": (ch,),
+        a + "conv2d2.weight": (ch, ch, 3, 3),
+        a + "conv2d2.bias": (ch,),
+        a + "conv2d3.weight": (ch, ch, 3, 3),
+        a + "conv2d3.bias": (ch,),
+        a + "conv_out.weight": (d, audio.conv_out_features),
+        a + "ln_post.weight": (d,),
+        a + "ln_post.bias": (d,),
+        a + "proj1.weight": (d, d),
+        a + "proj1.bias": (d,),
+        a + "proj2.weight": (audio.output_dim, d),
+        a + "proj2.bias": (audio.output_dim,),
+    }
+    for i in range(audio.num_layers):
+        p = f"{a}layers.{i}."
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            shapes[f"{p}self_attn.{proj}.weight"] = (d, d)
+            shapes[f"{p}self_attn.{proj}.bias"] = (d,)
+        for norm in ("self_attn_layer_norm", "final_layer_norm"):
+            shapes[f"{p}{norm}.weight"] = (d,)
+            shapes[f"{p}{norm}.bias"] = (d,)
+        shapes[f"{p}fc1.weight"] = (audio.ffn_dim, d)
+        shapes[f"{p}fc1.bias"] = (audio.ffn_dim,)
+        shapes[f"{p}fc2.weight"] = (d, audio.ffn_dim)
+        shapes[f"{p}fc2.bias"] = (d,)
+    h, hd = text.hidden_size, text.head_dim
+    q, kv = text.num_heads * hd, text.num_kv_heads * hd
+    shapes[EMBED_NAME] = (text.vocab_size, h)
+    for i in range(text.num_layers):
+        p = f"thinker.model.layers.{i}."
+        shapes[p + "self_attn.q_proj.weight"] = (q, h)
+        shapes[p + "self_attn.k_proj.weight"] = (kv, h)
+        shapes[p + "self_attn.v_proj.weight"] = (kv, h)
+        shapes[p + "self_attn.o_proj.weight"] = (h, q)
+        shapes[p + "self_attn.q_norm.weight"] = (hd,)
+        shapes[p + "self_attn.k_norm.weight"] = (hd,)
+        shapes[p + "mlp.gate_proj.weight"] = (text.intermediate_size, h)
+        shapes[p + "mlp.up_proj.weight"] = (text.intermediate_size, h)
+        shapes[p + "mlp.down_proj.weight"] = (h, text.intermediate_size)
+        shapes[p + "input_layernorm.weight"] = (h,)
+        shapes[p + "post_attention_layernorm.weight"] = (h,)
+    shapes["thinker.model.norm.weight"] = (h,)
+    shapes[LM_HEAD_NAME] = (config.output_rows, h)
+    return shapes
+
+
+def _natural_key(name: str) -> list[Any]:
+    """Sort layer 10 after layer 9."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _check_checkpoint(checkpoint: Checkpoint, config: Qwen3Config) -> None:
+    expected = expected_tensors(config)
+    missing = sorted(set(expected) - set(checkpoint), key=_natural_key)
+    if missing:
+        raise ConversionError(checkpoint.files[0].path, f"{len(missing)} tensors missing, first {missing[0]!r}")
+    extra = sorted(set(checkpoint) - set(expected), key=_natural_key)
+    if extra:
+        path = checkpoint._owner[extra[0]].path
+        raise ConversionError(path, f"unexpected tensor {extra[0]!r} for this config ({len(extra)} in all)")
+    for name, shape in expected.items():
+        info = checkpoint.info(name)
+        path = checkpoint._owner[name].path
+        if info.shape != shape:
+            raise ConversionError(path, f"tensor {name!r} has shape {list(info.shape)}, config needs {list(shape)}")
+        if info.dtype != "BF16":
+            raise ConversionError(path, f"tensor {name!r} is {info.dtype}; the publisher checkpoints are BF16")
+
+
+def _groups(config: Qwen3Config, names: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """File stem -> tensor names, before size splitting."""
+    encoder, decoder_layers, other = [], {}, []
+    for name in names:
+        match = re.match(r"thinker\.model\.layers\.(\d+)\.", name)
+        if name.startswith("thinker.audio_tower."):
+            encoder.append(name)
+        elif match:
+            decoder_layers.setdefault(int(match.group(1)), []).append(name)
+        elif name not in (EMBED_NAME, LM_HEAD_NAME):
+            other.append(name)
+    groups = [("encoder", sorted(encoder, key=_natural_key))]
+    layers = sorted(decoder_layers)
+    for index, start in enumerate(range(0, len(layers), LAYERS_PER_FILE)):
+        chunk = [n for layer in layers[start : start + LAYERS_PER_FILE] for n in sorted(decoder_layers[layer])]
+        groups.append((f"decoder-{index:02d}", chunk))
+    if other:  # the final norm rides with the last decoder layers
+        groups[-1][1].extend(sorted(other, key=_natural_key))
+    return groups
+
+
+def _split_by_size(stem: str, names: list[str], sizes: dict[str, int], path_hint: Path) -> list[tuple[str, list[str]]]:
+    """Split one group so no file exceeds MAX_FILE_BYTES (numbered stems keep their order)."""
+    parts: list[list[str]] = [[]]
+    used = 0
+    budget = MAX_FILE_BYTES - _HEADER_SLACK
+    for name in names:
+        size = sizes[name] + _ALIGN_SLACK
+        if size > budget:
+            raise ConversionError(path_hint, f"tensor {name!r} alone exceeds the {MAX_FILE_BYTES}-byte file limit")
+        if used + size > budget and parts[-1]:
+            parts.append([])
+            used = 0
+        parts[-1].append(name)
+        used += size
+    if stem.startswith("decoder"):
+        if len(parts) > 1:
+            raise ConversionError(path_hint, f"four decoder layers exceed the {MAX_FILE_BYTES}-byte file limit")
+        return [(stem, parts[0])]
+    return [(f"{stem}-{i:02d}", part) for i, part in enumerate(parts)]
+
+
+def _expand(bits: np.ndarray, precision: str) -> np.ndarray:
+    if precision == "bf16":
+        return np.ascontiguousarray(bits, dtype=np.uint16)
+    # bfloat16 is the top half of a float32: the expansion is exact
+    wide = np.ascontiguousarray(bits, dtype=np.uint16).astype(np.uint32)
+    wide <<= np.uint32(16)  # in place: one float32-sized buffer per tensor
+    return wide.view(np.float32)
+
+
+def _digests(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in paths:
+        digest = sha256_file(path)
+        out[path.name] = {"size": digest.size, "sha256": digest.sha256}
+    return out
+
+
+def convert(
+    publisher_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    precision: Any = "fp32",
+    *,
+    revision: str | None = None,
+) -> list[str]:
+    """Write the runtime files of ``precision`` for ``publisher_dir`` into ``out_dir``.
+
+    ``out_dir`` is normally a staging directory (``onespeech.kernels.store``) that
+    the caller installs atomically; see :func:`onespeech.qwen3.runtime.ensure_runtime`.
+
+    Parameters
+    ----------
+    publisher_dir
+        ``config.json`` plus ``model.safetensors`` or index + shards (bfloat16).
+    out_dir
+        Existing directory to write into (may be ``publisher_dir``'s staging dir).
+    precision
+        ``"fp32"`` / ``"bf16"`` (or a Precision enum member).
+    revision
+        The publisher revision, recorded in the manifest when known.
+
+    Returns
+    -------
+    list of str
+        The file names written (runtime files, copies, and the manifest last).
+
+    Raises
+    ------
+    ConversionError
+        A tensor is missing, unexpected, mis-shaped or not bfloat16.
+    ConfigError, SafetensorsError
+        Unreadable configuration or weights.
+    """
+    precision = normalize_precision(precision)
+    source, out = Path(publisher_dir), Path(out_dir)
+    config = load_config(source)
+    sources = weight_files(source)
+    written: list[str] = []
+    with open_checkpoint(source) as checkpoint:
+        _check_checkpoint(checkpoint, config)
+        itemsize = 4 if precision == "fp32" else 2
+        sizes = {name: itemsize * checkpoint.info(name).numel for name in checkpoint}
+        plan: list[tuple[str, list[str]]] = []
+        for stem, names in _groups(config, checkpoint):
+            plan.extend(_split_by_size(stem, names, sizes, sources[0]))
+        for stem, name in (("embed", EMBED_NAME), ("head", LM_HEAD_NAME)):
+            # one tensor per file: refused (not split) if it alone exceeds the limit
+            _split_by_size(stem, [name], sizes, sources[0])
+            plan.append((stem, [name]))
+        head_source = config.output_head_name
+        index: dict[str, dict[str, Any]] = {}
+        for stem, names in plan:
+            file_name = f"{precision}-{stem}{EXTENSION}"
+            tensors = {}
+            for name in names:
+                stored = head_source if name == LM_HEAD_NAME else name
+                tensors[name] = _expand(checkpoint[stored], precision)
+                index[name] = {"file": file_name, "dtype": "float32" if precision == "fp32" else "bf16",
+                               "shape": list(tensors[name].shape)}  # fmt: skip
+            metadata = {"format": RUNTIME_FORMAT, "converter": CONVERTER_VERSION, "precision": precision}
+            write_tensor_file(out / file_name, tensors, metadata)
+            del tensors
+            written.append(file_name)
+    for name in COPIED_FILES:
+        if (source / name).is_file():
+            if (out / name).resolve() != (source / name).resolve():
+                shutil.copyfile(source / name, out / name)
+            written.append(name)
+        elif name in REQUIRED_COPIED:
+            raise ConversionError(source / name, "required publisher file is missing")
+    metadata = {
+        "runtime_format": RUNTIME_FORMAT,
+        "converter": f"onespeech.qwen3.convert {CONVERTER_VERSION}",
+        "precision": precision,
+        "model_type": config.model_type,
+        "revision": revision,
+        "source": _digests([*sources, *(source / n for n in COPIED_FILES if (source / n).is_file())]),
+        "output_head": {"name": LM_HEAD_NAME, "source": head_source},
+        "layers_per_file": LAYERS_PER_FILE,
+        "max_file_bytes": MAX_FILE_BYTES,
+        "tensors": index,
+    }
+    name = manifest_name(precision)
+    write_manifest(out, written, name=name, metadata=metadata)
+    written.append(name)
+    return written

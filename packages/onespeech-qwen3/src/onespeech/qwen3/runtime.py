@@ -1,0 +1,221 @@
+"""Load runtime files (converting publisher files in place on first use).
+
+``ensure_runtime(model_dir, precision)`` makes sure ``model_dir`` holds verified
+runtime files of that precision: if its manifest (``manifest.fp32.json`` /
+``manifest.bf16.json``) is there, nothing happens; otherwise the publisher files
+in the same directory are converted into a staging directory under the directory
+lock and installed atomically (data files first, manifest last), so no reader
+ever sees a half-written runtime. A second process converting the same directory
+gets ``ConversionInProgressError`` (retry after the first completes).
+
+``load_runtime(directory, precision)`` checks the manifest (every file's size at
+each load, SHA-256 once per install, remembered in ``.verified.json``), memory-maps
+the tensor files and returns a :class:`RuntimeModel`: the parsed config plus a
+mapping from publisher tensor name to read-only array (float32, or uint16
+bfloat16 bits for BF16).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.lock import DirectoryLock
+from onespeech.kernels.store import Manifest, install, new_staging_dir, remove_stale_staging, verify_manifest
+from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
+from onespeech.qwen3.config import Qwen3Config, load_config
+from onespeech.qwen3.convert import (
+    RUNTIME_FORMAT,
+    convert,
+    expected_tensors,
+    manifest_name,
+    normalize_precision,
+)
+
+__all__ = ["RuntimeModel", "ensure_runtime", "has_runtime", "load_runtime", "load_model"]
+
+
+class RuntimeModel(Mapping[str, np.ndarray]):
+    """A loaded runtime directory: ``model[name]`` -> memory-mapped array.
+
+    Attributes
+    ----------
+    directory : Path
+    precision : str
+        ``"fp32"`` or ``"bf16"``.
+    config : Qwen3Config
+    manifest : Manifest
+        Its metadata holds the tensor index, the output-head source and the
+        publisher digests.
+
+    Use as a context manager (or call :meth:`close`) to release the mapped files.
+    """
+
+    def __init__(
+        self, directory: Path, precision: str, config: Qwen3Config, manifest: Manifest, files: list[TensorFile]
+    ) -> None:
+        self.directory = directory
+        self.precision = precision
+        self.config = config
+        self.manifest = manifest
+        self._files = files
+        self._owner = {name: file for file in files for name in file}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._owner[name][name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owner)
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    @property
+    def files(self) -> list[Path]:
+        return [file.path for file in self._files]
+
+    def close(self) -> None:
+        """Drop the mappings (arrays still referenced keep their pages until released)."""
+        for file in self._files:
+            file.close()
+        self._owner = {}
+
+    def __enter__(self) -> RuntimeModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RuntimeModel({str(self.directory)!r}, {self.precision}, {len(self)} tensors)"
+
+
+def has_runtime(directory: str | os.PathLike[str], precision: Any = "fp32") -> bool:
+    """True if ``directory`` holds the manifest of ``precision`` (installed runtime files)."""
+    return (Path(directory) / manifest_name(precision)).is_file()
+
+
+def _has_publisher_files(directory: Path) -> bool:
+    return (directory / "config.json").is_file() and (
+        (directory / "model.safetensors").is_file() or (directory / "model.safetensors.index.json").is_file()
+    )
+
+
+def ensure_runtime(model_dir: str | os.PathLike[str], precision: Any = "fp32") -> Path:
+    """Convert ``model_dir``'s publisher files into runtime files there, once.
+
+    Returns
+    -------
+    Path
+        ``model_dir`` (now holding ``manifest.<precision>.json`` and its files).
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither runtime files of ``precision`` nor publisher files are present.
+    ConversionInProgressError
+        Another process is converting this directory; retry after it completes.
+    ModelIntegrityError
+        A publisher or freshly converted file is damaged (names the file).
+    """
+    precision = normalize_precision(precision)
+    directory = Path(model_dir)
+    if has_runtime(directory, precision):
+        return directory
+    if not directory.is_dir():
+        raise FileNotFoundError(f"model directory {directory} does not exist")
+    if not _has_publisher_files(directory):
+        raise FileNotFoundError(
+            f"{directory} holds neither {precision} runtime files ({manifest_name(precision)}) nor publisher "
+            "files (config.json with model.safetensors or model.safetensors.index.json)"
+        )
+    with DirectoryLock(directory):
+        if has_runtime(directory, precision):  # converted by another process meanwhile
+            return directory
+        remove_stale_staging(directory)
+        staging = new_staging_dir(directory)
+        try:
+            convert(directory, staging, precision)
+            # hash every output now: a bad write fails here, and the stamps carried
+            # into the install make the first load skip re-hashing
+            verify_manifest(staging, name=manifest_name(precision), digests="always")
+            install(staging, directory, [manifest_name(precision)])
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
+def load_runtime(
+    directory: str | os.PathLike[str],
+    precision: Any = "fp32",
+    *,
+    digests: Literal["once", "always", "never"] = "once",
+) -> RuntimeModel:
+    """Verify and memory-map the runtime files of ``precision`` in ``directory``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No manifest of this precision (the directory is not converted).
+    ModelIntegrityError
+        A listed file is missing, has the wrong size or digest, or its tensors do
+        not match the manifest and config; the message names the file to remove.
+    """
+    precision = normalize_precision(precision)
+    directory = Path(directory)
+    name = manifest_name(precision)
+    if not (directory / name).is_file():
+        raise FileNotFoundError(f"{directory} has no {precision} runtime files ({name} is missing)")
+    manifest = verify_manifest(directory, name=name, digests=digests)
+    meta = manifest.metadata
+    if meta.get("runtime_format") != RUNTIME_FORMAT or meta.get("precision") != precision:
+        raise ModelIntegrityError(directory / name, f"not a {precision} {RUNTIME_FORMAT} manifest")
+    config = load_config(directory)
+    index = meta.get("tensors")
+    if not isinstance(index, dict):
+        raise ModelIntegrityError(directory / name, "the manifest has no tensor index")
+    files: list[TensorFile] = []
+    try:
+        for file_name in sorted({entry["file"] for entry in index.values()}):
+            if file_name not in manifest.files:
+                raise ModelIntegrityError(directory / name, f"tensor file {file_name} is not a listed file")
+            files.append(read_tensor_file(directory / file_name))
+        model = RuntimeModel(directory, precision, config, manifest, files)
+        _check_tensors(model, index, directory / name)
+    except BaseException:
+        for file in files:
+            file.close()
+        raise
+    return model
+
+
+def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Path) -> None:
+    expected = expected_tensors(model.config)
+    if set(index) != set(expected):
+        missing = sorted(set(expected) - set(index))
+        extra = sorted(set(index) - set(expected))
+        raise ModelIntegrityError(manifest_path, f"tensor index differs from the config (missing {missing[:3]}, "
+                                                 f"extra {extra[:3]})")  # fmt: skip
+    dtype = np.float32 if model.precision == "fp32" else np.uint16
+    for name, shape in expected.items():
+        entry = index[name]
+        file = model._owner.get(name)
+        if file is None or file.path.name != entry["file"]:
+            raise ModelIntegrityError(model.directory / entry["file"], f"tensor {name!r} is not in this file")
+        array = file[name]
+        if array.shape != shape or array.dtype != dtype:
+            raise ModelIntegrityError(
+                file.path, f"tensor {name!r} is {array.dtype} {list(array.shape)}, expected {np.dtype(dtype)} {list(shape)}"
+            )
+
+
+def load_model(model_dir: str | os.PathLike[str], precision: Any = "fp32") -> RuntimeModel:
+    """:func:`ensure_runtime` then :func:`load_runtime` (what ``Qwen3Recognizer.load`` needs)."""
+    return load_runtime(ensure_runtime(model_dir, precision), precision)
