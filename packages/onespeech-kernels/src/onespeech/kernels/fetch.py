@@ -329,5 +329,5 @@ def fetch_files(
             for name in missing:
                 url = file_url(repo_id, revision, name, options.endpoint)
                 fetch_file(url, paths[name], files[name], options=options, session=session)
-                record_verified(directory, name, files[name])
+                record_verified(directory, {name: files[name]})
     return paths

@@ -211,12 +211,21 @@ def _save_stamps(directory: Path, stamps: dict[str, Any]) -> None:
         pass
 
 
-def record_verified(directory: str | os.PathLike[str], name: str, pin: FileDigest) -> None:
-    """Remember that ``directory/name`` was just verified against ``pin`` (e.g. hashed while
-    downloading), so the next :func:`verify_files` with ``digests="once"`` skips hashing it."""
+def is_verified(directory: str | os.PathLike[str], name: str, pin: FileDigest) -> bool:
+    """True if ``directory/name`` was verified against ``pin`` and has not changed since
+    (by its stamp; nothing is hashed). For reports such as ``probe``."""
+    directory = Path(directory)
+    path = safe_join(directory, name)
+    return path.is_file() and _read_stamps(directory).get(name) == [*_stat_key(path), pin.sha256]
+
+
+def record_verified(directory: str | os.PathLike[str], files: Mapping[str, FileDigest]) -> None:
+    """Remember that ``files`` (name -> pin) in ``directory`` were just verified (e.g. hashed
+    while downloading), so the next :func:`verify_files` with ``digests="once"`` skips them."""
     directory = Path(directory)
     stamps = _read_stamps(directory)
-    stamps[name] = [*_stat_key(safe_join(directory, name)), pin.sha256]
+    for name, pin in files.items():
+        stamps[name] = [*_stat_key(safe_join(directory, name)), pin.sha256]
     _save_stamps(directory, stamps)
 
 

@@ -50,6 +50,7 @@ from onespeech.kernels.store import (
     model_cache_dir,
     new_staging_dir,
     read_manifest,
+    record_verified,
     remove_stale_staging,
     safe_join,
     sha256_file,
@@ -59,7 +60,15 @@ from onespeech.kernels.store import (
 )
 from onespeech.qwen3.catalog import CatalogEntry, get_entry
 
-__all__ = ["Converter", "PublisherFilesMissingError", "install_record_name", "normalize_precision", "resolve"]
+__all__ = [
+    "Converter",
+    "PublisherFilesMissingError",
+    "fetch_publisher",
+    "install_record_name",
+    "model_dir",
+    "normalize_precision",
+    "resolve",
+]
 
 # (publisher_dir, staging_dir, precision "fp32"|"bf16") -> None; writes runtime files into staging
 Converter = Callable[[Path, Path, str], Any]
@@ -157,21 +166,48 @@ def resolve(
 
 
 # -- catalogued models --------------------------------------------------------------
+def model_dir(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``<cache>/models/<owner>--<name>/<revision>`` of a Hub catalog entry."""
+    if entry.source_type != "huggingface":
+        raise ValueError(f"{entry.id} comes from a {entry.source_type} source; only Hub models are cached here")
+    return model_cache_dir(entry.repo, entry.revision, cache_dir)
+
+
+def fetch_publisher(
+    entry: CatalogEntry,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    options: FetchOptions | None = None,
+    include_optional: bool = False,
+) -> Path:
+    """Download (if missing) and verify a Hub entry's publisher files; no conversion.
+
+    Takes the model directory's lock like :func:`resolve`. ``include_optional`` also
+    fetches catalogued optional files (README) whose pins are known. Returns the
+    publisher directory.
+    """
+    directory = model_dir(entry, cache_dir)
+    pins = entry.required_pins()
+    if include_optional:
+        pins.update({f.name: f.pin for f in entry.files if not f.required and f.pin is not None})
+    with DirectoryLock(directory):
+        fetch_files(entry.repo, entry.revision, pins, directory / PUBLISHER_DIR, options=options or FetchOptions())
+    return directory / PUBLISHER_DIR
+
+
 def _resolve_entry(
     entry: CatalogEntry, precision: str, cache_dir: Any, options: FetchOptions, converter: Converter
 ) -> Path:
-    if entry.source_type != "huggingface":
-        raise ValueError(f"{entry.id} comes from a {entry.source_type} source; resolve() handles Hub models")
-    model_dir = model_cache_dir(entry.repo, entry.revision, cache_dir)
-    runtime = model_dir / RUNTIME_DIR
+    directory = model_dir(entry, cache_dir)
+    runtime = directory / RUNTIME_DIR
     record = install_record_name(precision)
     if _installed(runtime, record):
         return runtime
-    with DirectoryLock(model_dir):
-        if _installed(runtime, record):  # another process finished while we waited for nothing
+    with DirectoryLock(directory):
+        if _installed(runtime, record):  # another process finished between our check and the lock
             return runtime
-        remove_stale_staging(model_dir)
-        publisher = model_dir / PUBLISHER_DIR
+        remove_stale_staging(directory)
+        publisher = directory / PUBLISHER_DIR
         pins = entry.required_pins()
         if precision == "fp32":
             fetch_files(entry.repo, entry.revision, pins, publisher, options=options)
@@ -181,7 +217,7 @@ def _resolve_entry(
         metadata = {"model": entry.id, "repo": entry.repo, "revision": entry.revision, "precision": precision}
         runtime_pins = entry.runtime.get(precision)
         expected = runtime_pins.files if runtime_pins is not None and runtime_pins.status == "pinned" else None
-        _convert_and_install(publisher, model_dir, runtime, precision, converter, metadata, expected)
+        _convert_and_install(publisher, directory, runtime, precision, converter, metadata, expected)
     return runtime
 
 
@@ -208,19 +244,19 @@ def _resolve_local(directory: Path, precision: str, cache_dir: Any, converter: C
         )
     real = directory.resolve()
     key = hashlib.sha256(str(real).encode("utf-8")).hexdigest()[:16]
-    model_dir = (Path(cache_dir) if cache_dir is not None else cache_root()) / "local" / key
-    runtime = model_dir / RUNTIME_DIR
+    local_dir = (Path(cache_dir) if cache_dir is not None else cache_root()) / "local" / key
+    runtime = local_dir / RUNTIME_DIR
     if _installed(runtime, record) and _source_unchanged(real, read_manifest(runtime, name=record)):
         return runtime
-    with DirectoryLock(model_dir):
-        remove_stale_staging(model_dir)
+    with DirectoryLock(local_dir):
+        remove_stale_staging(local_dir)
         if runtime.exists():  # converted from an older state of the source: start afresh
-            old = new_staging_dir(model_dir)
+            old = new_staging_dir(local_dir)
             os.replace(runtime, old / RUNTIME_DIR)
             shutil.rmtree(old, ignore_errors=True)
         source = _source_files(real)
         metadata = {"model": str(real), "precision": precision, "source": source}
-        _convert_and_install(real, model_dir, runtime, precision, converter, metadata, None)
+        _convert_and_install(real, local_dir, runtime, precision, converter, metadata, None)
     return runtime
 
 
@@ -265,17 +301,18 @@ def _installed(runtime: Path, record: str) -> bool:
 
 def _convert_and_install(
     publisher: Path,
-    model_dir: Path,
+    work_dir: Path,
     runtime: Path,
     precision: str,
     converter: Converter,
     metadata: dict[str, Any],
     expected: dict[str, FileDigest] | None,
 ) -> None:
-    staging = new_staging_dir(model_dir)
+    staging = new_staging_dir(work_dir)
     try:
         converter(publisher, staging, precision)
         outputs = _hash_outputs(staging)
+        record_verified(staging, outputs)  # renames keep inode and mtime: the stamps move with the files
         manifests = _check_outputs(staging, outputs, expected)
         record = install_record_name(precision)
         _check_conflicts(runtime, outputs, replacing=record)
