@@ -7,6 +7,8 @@ samples, power overflow) keep their ``onespeech.features`` error types.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 
 class AlignmentInputError(ValueError):
     """Base class for input the forced aligner refuses."""
@@ -32,9 +34,13 @@ class TooManyUnitsError(AlignmentInputError):
     """The text has more than 4096 units."""
 
 
-class TranscriptMismatchError(AlignmentInputError):
-    """A transcript's words cannot be found, in order, in its text."""
+class TextEncodingError(AlignmentInputError):
+    """The text is not a str of well-formed Unicode (no lone surrogates)."""
 
 
-class AlignmentCancelledError(RuntimeError):
-    """The caller's cancellation token was set while aligning."""
+class ModelKindError(ValueError):
+    """The directory holds a model that is not a Qwen3-ForcedAligner (or is inconsistent)."""
+
+
+class AlignmentCancelledError(concurrent.futures.CancelledError):
+    """The caller's cancellation signal was set while aligning."""
