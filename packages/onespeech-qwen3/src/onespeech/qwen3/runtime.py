@@ -38,7 +38,7 @@ from onespeech.qwen3.convert import (
     normalize_precision,
 )
 
-__all__ = ["RuntimeModel", "ensure_runtime", "has_runtime", "load_runtime", "load_model"]
+__all__ = ["RuntimeModel", "ensure_runtime", "has_runtime", "install_runtime", "load_model", "load_runtime"]
 
 
 class RuntimeModel(Mapping[str, np.ndarray]):
@@ -135,21 +135,47 @@ def ensure_runtime(model_dir: str | os.PathLike[str], precision: Any = "fp32") -
             f"{directory} holds neither {precision} runtime files ({manifest_name(precision)}) nor publisher "
             "files (config.json with model.safetensors or model.safetensors.index.json)"
         )
-    with DirectoryLock(directory):
-        if has_runtime(directory, precision):  # converted by another process meanwhile
-            return directory
-        remove_stale_staging(directory)
-        staging = new_staging_dir(directory)
+    install_runtime(directory, directory, precision)
+    return directory
+
+
+def install_runtime(
+    publisher_dir: str | os.PathLike[str],
+    runtime_dir: str | os.PathLike[str],
+    precision: Any = "fp32",
+    *,
+    revision: str | None = None,
+) -> Path:
+    """Convert ``publisher_dir`` and install the result in ``runtime_dir`` atomically.
+
+    Under ``runtime_dir``'s lock: convert into a staging directory beside the
+    target, hash every output against the converter's manifest, then install
+    (data files first, manifest last). ``runtime_dir`` may equal ``publisher_dir``
+    (in-place conversion). Returns ``runtime_dir``.
+
+    Raises
+    ------
+    ConversionInProgressError
+        Another process holds the lock; retry after it completes.
+    """
+    precision = normalize_precision(precision)
+    source, target = Path(publisher_dir), Path(runtime_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    with DirectoryLock(target):
+        if has_runtime(target, precision) and target.resolve() == source.resolve():
+            return target  # converted by another process meanwhile
+        remove_stale_staging(target)
+        staging = new_staging_dir(target)
         try:
-            convert(directory, staging, precision)
+            convert(source, staging, precision, revision=revision)
             # hash every output now: a bad write fails here, and the stamps carried
             # into the install make the first load skip re-hashing
             verify_manifest(staging, name=manifest_name(precision), digests="always")
-            install(staging, directory, [manifest_name(precision)])
+            install(staging, target, [manifest_name(precision)])
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
-    return directory
+    return target
 
 
 def load_runtime(
