@@ -123,3 +123,16 @@ def test_help(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--offline" in out and "--endpoint" in out and "--convert" in out
+
+
+def test_fetch_and_convert(hub, capsys):
+    pytest.importorskip("onespeech.qwen3.convert")
+    server, catalog, home = hub
+    base = ["qwen-fetch", REPO, "--catalog-dir", str(catalog), "--endpoint", server.endpoint, "-q", "--convert"]
+    assert main(base) == 0
+    runtime = home / "models" / "Test--Qwen3-ASR-tiny" / REV / "runtime"
+    assert f"runtime files (fp32) installed: {runtime}" in capsys.readouterr().out
+    assert (runtime / "manifest.fp32.json").is_file() and not (runtime / "manifest.bf16.json").exists()
+    n = len(server.requests)
+    assert main([*base, "--precision", "bf16"]) == 0
+    assert (runtime / "manifest.bf16.json").is_file() and len(server.requests) == n

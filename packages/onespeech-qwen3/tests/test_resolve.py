@@ -377,3 +377,54 @@ def test_two_processes_converting_at_once(home, server, tiny_repo, tmp_path):
     out3, err3 = third.communicate(timeout=60)
     assert third.returncode == 0 and out3.startswith("OK"), err3
     assert not third_flag.exists()
+
+
+# -- with the real converter (onespeech.qwen3.convert) on the tiny checkpoint ------------------
+def test_real_converter_first_pull_then_bf16(home, server, entry):
+    convert = pytest.importorskip("onespeech.qwen3.convert")
+    from onespeech.qwen3.runtime import load_runtime
+
+    runtime = resolve(entry, fetch_options=opts(server))
+    names = {p.name for p in runtime.iterdir()}
+    assert convert.manifest_name("fp32") in names and install_record_name("fp32") in names
+    assert any(n.startswith("fp32-decoder") for n in names) and not any(n.startswith("bf16-") for n in names)
+    manifest = read_manifest(runtime, name=convert.manifest_name("fp32"))
+    assert manifest.metadata["revision"] == REV
+    with load_runtime(runtime, "fp32") as model:
+        assert model.precision == "fp32" and len(model) > 0
+    fp32_state = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in runtime.glob("fp32-*")}
+    n = len(server.requests)
+    assert resolve(entry, "bf16", fetch_options=opts(server)) == runtime
+    assert len(server.requests) == n  # BF16 never downloads
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in runtime.glob("fp32-*")} == fp32_state
+    with load_runtime(runtime, "bf16") as model:
+        assert model.precision == "bf16"
+
+
+def test_real_converter_output_reproduces_as_runtime_pins(home, server, tiny_repo, tmp_path):
+    """Runtime pins are reproducible: a second cache converts to exactly the recorded digests."""
+    pytest.importorskip("onespeech.qwen3.convert")
+    data = catalog_data(tiny_repo)
+    first = resolve(entry_from_data(data), fetch_options=opts(server))
+    recorded = read_manifest(first, name=install_record_name("fp32")).files
+    data["runtime"]["fp32"] = {
+        "status": "pinned", "converter": "onespeech.qwen3.convert",
+        "files": {n: {"size": d.size, "sha256": d.sha256} for n, d in recorded.items()},
+    }  # fmt: skip
+    second = resolve(entry_from_data(data), cache_dir=tmp_path / "other-cache", fetch_options=opts(server))
+    assert second != first
+    record = read_manifest(second, name=install_record_name("fp32"))
+    assert record.metadata["pinned"] is True and record.files == recorded
+
+
+def test_local_dir_converted_in_place_by_runtime_is_accepted(home, tiny_repo, tmp_path):
+    pytest.importorskip("onespeech.qwen3.convert")
+    from onespeech.qwen3.runtime import ensure_runtime
+
+    local = tmp_path / "m"
+    local.mkdir()
+    for p in tiny_repo.iterdir():
+        (local / p.name).write_bytes(p.read_bytes())
+    ensure_runtime(local, "fp32")
+    assert resolve(local) == local
+    assert not (home / "local").exists()

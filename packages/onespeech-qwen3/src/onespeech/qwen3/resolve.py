@@ -99,11 +99,17 @@ def install_record_name(precision: str | Enum) -> str:
     return f"{RECORD_PREFIX}{normalize_precision(precision)}.json"
 
 
-def default_converter(publisher_dir: Path, staging_dir: Path, precision: str) -> None:
-    """Run ``onespeech.qwen3.convert`` (imported here: it is heavy and needs the kernels)."""
-    from onespeech.qwen3 import convert
+def default_converter(publisher_dir: Path, staging_dir: Path, precision: str, revision: str | None = None) -> None:
+    """Run :func:`onespeech.qwen3.convert.convert` (imported on use: it needs the kernels)."""
+    from onespeech.qwen3.convert import convert
 
-    convert.convert(publisher_dir, staging_dir, precision=precision)
+    convert(publisher_dir, staging_dir, precision, revision=revision)
+
+
+def _converter_manifest(precision: str) -> str:
+    from onespeech.qwen3.convert import manifest_name
+
+    return manifest_name(precision)
 
 
 # -- entry point -------------------------------------------------------------------
@@ -154,15 +160,18 @@ def resolve(
         The network failed after retries.
     """
     precision = normalize_precision(precision)
-    converter = converter or default_converter
     options = fetch_options or FetchOptions()
     options = FetchOptions(**{**options.__dict__, "offline": offline if offline is not None else options.offline,
                               "progress": progress if progress is not None else options.progress})  # fmt: skip
-    if isinstance(model, CatalogEntry):
-        return _resolve_entry(model, precision, cache_dir, options, converter)
-    if isinstance(model, os.PathLike) or Path(model).is_dir():
-        return _resolve_local(Path(model), precision, cache_dir, converter)
-    return _resolve_entry(get_entry(str(model), catalog_dir), precision, cache_dir, options, converter)
+    if isinstance(model, os.PathLike) or (isinstance(model, str) and Path(model).is_dir()):
+        return _resolve_local(Path(model), precision, cache_dir, converter or default_converter)
+    entry = model if isinstance(model, CatalogEntry) else get_entry(str(model), catalog_dir)
+    if converter is None:
+
+        def converter(publisher: Path, staging: Path, precision: str) -> None:
+            default_converter(publisher, staging, precision, revision=entry.revision)
+
+    return _resolve_entry(entry, precision, cache_dir, options, converter)
 
 
 # -- catalogued models --------------------------------------------------------------
@@ -235,8 +244,11 @@ def _resolve_local(directory: Path, precision: str, cache_dir: Any, converter: C
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory {directory} does not exist")
     record = install_record_name(precision)
-    if (directory / record).is_file():  # already a runtime directory
+    if (directory / record).is_file():  # a runtime directory installed by resolve()
         verify_manifest(directory, name=record)
+        return directory
+    if converter is default_converter and (directory / _converter_manifest(precision)).is_file():
+        verify_manifest(directory, name=_converter_manifest(precision))  # converted in place by the runtime
         return directory
     if not (directory / "config.json").is_file():
         raise FileNotFoundError(
