@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -25,16 +25,21 @@ from onespeech.align.aligner import MAX_UNITS, _checked_units
 from onespeech.align.slots import SlotPredictions
 from onespeech.align.units import spoken_units, written_units
 from onespeech.features.errors import NonFiniteSampleError
+from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
 
 TEXT = "Mr. Quilter is the apostle -- of the middle classes!"
 
 
+PUBLISHER_FILES = ("generation_config.json", "preprocessor_config.json", "chat_template.json",
+                   "tokenizer_config.json", "vocab.json", "merges.txt", "model.safetensors")
+
+
 def _copy_with_config(src: Path, dst: Path, edit) -> Path:
+    """The publisher files of ``src`` with an edited config.json (no runtime files)."""
     dst.mkdir()
-    for item in src.iterdir():
-        if item.name != "config.json":
-            os.symlink(item, dst / item.name)
+    for name in PUBLISHER_FILES:
+        shutil.copyfile(src / name, dst / name)
     config = json.loads((src / "config.json").read_text())
     edit(config)
     (dst / "config.json").write_text(json.dumps(config))
@@ -66,7 +71,8 @@ def test_head_rows_must_match_classify_num(tiny_aligner_dir, tmp_path):
         config["thinker_config"]["classify_num"] = 4000
 
     directory = _copy_with_config(tiny_aligner_dir, tmp_path / "classes", more_classes)
-    with pytest.raises(ModelKindError, match="classify_num=4000"):
+    # the converter checks every tensor against the config before anything is installed
+    with pytest.raises(ModelIntegrityError, match=r"lm_head.weight' has shape \[5000, 64\], config needs \[4000"):
         Qwen3ForcedAligner.load(directory)
 
 
@@ -77,6 +83,7 @@ def test_asr_checkpoint_is_refused(tiny_aligner_dir, tmp_path):
     directory = _copy_with_config(tiny_aligner_dir, tmp_path / "asr", as_asr)
     with pytest.raises(ModelKindError, match="qwen3_forced_aligner"):
         Qwen3ForcedAligner.load(directory)
+    assert not list(directory.glob("manifest*"))  # refused before any conversion
 
 
 def test_align_returns_written_units_with_slot_times(narrow_aligner, speech):
@@ -221,7 +228,9 @@ def test_closed_aligner_releases_weights(tiny_aligner_dir):
     aligner = Qwen3ForcedAligner.load(tiny_aligner_dir, threads=1)
     with aligner:
         pass
-    assert aligner._decoder is None and not aligner._weights
+    assert aligner._decoder is None and aligner._weights is None
+    with pytest.raises(RuntimeError, match="closed"):
+        aligner.align(np.zeros(16000, np.float32), "hello", "en")
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True])

@@ -18,11 +18,9 @@ become word times and ``units.py`` for what a unit is.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -30,10 +28,11 @@ from onespeech.features.mel import log_mel
 from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
 from onespeech.kernels import ops
 from onespeech.kernels.threads import thread_limit
-from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, parse_config
+from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, Qwen3Config, load_config
 from onespeech.qwen3.decoder import Qwen3Decoder
 from onespeech.qwen3.encoder import AudioEncoder
 from onespeech.qwen3.errors import Cancel, RecognitionCancelled, raise_if_cancelled
+from onespeech.qwen3.runtime import RuntimeModel, load_model
 from onespeech.qwen3.transcript import Segment, Transcript, Word
 from onespeech.tokenizer import Qwen3Tokenizer
 
@@ -49,7 +48,6 @@ from .inputs import SpecialIds, build_input
 from .languages import check_language
 from .slots import SlotClock, SlotPredictions, timed_word, untimed
 from .units import WrittenUnit, spoken_units, written_units
-from .weights import open_weights
 
 MAX_SECONDS = 300  # the features' bounded alignment path
 MAX_SAMPLES = MAX_SECONDS * SAMPLE_RATE  # 4,800,000
@@ -79,14 +77,9 @@ class Qwen3ForcedAligner:
     to release the weights.
     """
 
-    def __init__(self, directory: Path, config: dict[str, Any], weights: Any, tokenizer: Qwen3Tokenizer,
-                 threads: int) -> None:
-        parsed = parse_config(config, source=str(directory / "config.json"))
-        if parsed.model_type != ALIGNER_MODEL_TYPE:
-            raise ModelKindError(
-                f"{directory} holds a {parsed.model_type} model; Qwen3ForcedAligner needs a "
-                f"{ALIGNER_MODEL_TYPE} checkpoint (Qwen/Qwen3-ForcedAligner-0.6B)"
-            )
+    def __init__(self, directory: Path, weights: RuntimeModel, tokenizer: Qwen3Tokenizer, threads: int) -> None:
+        parsed = weights.config
+        _check_model_kind(directory, parsed)
         self.directory = directory
         self.threads = threads
         self.classify_num = int(parsed.classify_num)  # type: ignore[arg-type]
@@ -97,7 +90,7 @@ class Qwen3ForcedAligner:
             audio_end=parsed.audio_end_token_id,
             timestamp=int(parsed.timestamp_token_id),  # type: ignore[arg-type]
         )
-        self._weights = weights
+        self._weights: RuntimeModel | None = weights
         self._tokenizer = tokenizer
         self._encoder = AudioEncoder(weights, parsed)
         self._decoder = Qwen3Decoder(weights, parsed, head=None)
@@ -129,17 +122,23 @@ class Qwen3ForcedAligner:
             raise ValueError(f"threads={threads!r} must be a positive integer")
         _check_cancel(cancel)
         directory = Path(alignment_directory)
-        config, weights = open_weights(directory, cancel)
+        _check_model_kind(directory, load_config(directory))  # before converting anything
         tokenizer = Qwen3Tokenizer.load(directory)
-        return cls(directory, config, weights, tokenizer, threads)
+        # FP32 runtime files, converted from the publisher files on first load
+        weights = load_model(directory, "fp32")
+        try:
+            _check_cancel(cancel)
+            return cls(directory, weights, tokenizer, threads)
+        except BaseException:
+            weights.close()
+            raise
 
     def close(self) -> None:
-        """Release the weights (memory maps) and buffers."""
-        closer = getattr(self._weights, "close", None)
+        """Release the weights (memory maps) and buffers; the aligner is unusable after."""
+        weights, self._weights = self._weights, None
         self._encoder = self._decoder = self._head = None  # type: ignore[assignment]
-        self._weights = {}
-        if callable(closer):
-            closer()
+        if weights is not None:
+            weights.close()
 
     def __enter__(self) -> Qwen3ForcedAligner:
         return self
@@ -218,6 +217,8 @@ class Qwen3ForcedAligner:
         """
         if not units:
             raise ValueError("timestamp_logits needs at least one spoken unit")
+        if self._weights is None:
+            raise RuntimeError("this Qwen3ForcedAligner is closed; load it again to align")
         pcm = _checked_pcm(audio)
         try:
             with thread_limit(self.threads):
@@ -262,6 +263,14 @@ class Qwen3ForcedAligner:
             first, next_unit = next_unit, next_unit + len(group)
             timed.append(timed_word(word, first, next_unit - 1, predictions, clock, keep_confidence))
         return timed
+
+
+def _check_model_kind(directory: Path, config: Qwen3Config) -> None:
+    if config.model_type != ALIGNER_MODEL_TYPE:
+        raise ModelKindError(
+            f"{directory} holds a {config.model_type} model; Qwen3ForcedAligner needs a "
+            f"{ALIGNER_MODEL_TYPE} checkpoint (Qwen/Qwen3-ForcedAligner-0.6B)"
+        )
 
 
 def _check_cancel(cancel: Cancel) -> None:
@@ -317,8 +326,3 @@ def _checked_units(text: str, language: str) -> list[WrittenUnit]:
     units = written_units(text, language)
     _check_unit_count(len(units), sum(len(u.spoken) for u in units))
     return units
-
-
-def read_config(directory: Path) -> dict[str, Any]:
-    """config.json of ``directory`` as a dict."""
-    return json.loads((directory / "config.json").read_text(encoding="utf-8"))
