@@ -1,3 +1,31 @@
-"""Qwen3-ASR recognizer on the OneSpeech runtime."""
+"""Qwen3-ASR recognizer on the OneSpeech runtime.
+
+>>> from onespeech.qwen3 import Qwen3Recognizer, Qwen3Options
+>>> with Qwen3Recognizer.load(model_dir, Qwen3Options(context="Vocabulary: log-mel.")) as rec:
+...     transcript = rec.transcribe(pcm_16k_mono, "en")
+"""
+
+from onespeech.qwen3.errors import (
+    ContextError,
+    MaxNewTokensError,
+    RecognitionCancelled,
+    UnsupportedLanguageError,
+)
+from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ContextError",
+    "MaxNewTokensError",
+    "Precision",
+    "Qwen3Options",
+    "Qwen3Recognizer",
+    "RecognitionCancelled",
+    "Segment",
+    "TimingMethod",
+    "Transcript",
+    "UnsupportedLanguageError",
+    "Word",
+]

@@ -224,6 +224,7 @@ class Qwen3Decoder:
         eos_ids: Iterable[int],
         cancel: Cancel = None,
         keep_first_logits: bool = False,
+        min_new_tokens: int = 0,
     ) -> Generation:
         """Greedy decoding after a prompt, with fresh state.
 
@@ -240,6 +241,9 @@ class Qwen3Decoder:
             Checked between layers and between steps.
         keep_first_logits : bool
             Return the prefill's last-position logits (parity checks).
+        min_new_tokens : int
+            End tokens are masked out until this many ids exist (as transformers'
+            ``min_new_tokens``); for parity runs past an early end.
         """
         eos = set(int(i) for i in eos_ids)
         cache = self.cache_for(embeds.shape[0] + max_new_tokens)
@@ -247,7 +251,10 @@ class Qwen3Decoder:
         logits = self.logits(hidden[-1])
         first = logits.copy() if keep_first_logits else None
         ids: list[int] = []
+        eos_rows = np.array(sorted(eos), dtype=np.int64)
         while True:
+            if len(ids) < min_new_tokens and eos_rows.size:
+                logits[eos_rows] = -np.inf
             token = ops.argmax(logits)
             if token in eos:
                 return Generation(ids, True, first)

@@ -1,0 +1,383 @@
+"""Qwen3Recognizer: low-level Qwen3-ASR recognition of 16 kHz mono PCM.
+
+One recognition of a bounded input (at most 30 s)::
+
+    pcm -> validate_pcm -> log-mel f32[128, n/160] -> AudioEncoder -> f32[n_audio, D]
+        -> prompt ids (system context, audio pads, assistant turn [, language X<asr_text>])
+        -> token embeddings with the audio pad rows replaced by the encoder output
+        -> Qwen3Decoder greedy decoding (fresh KV cache) until <|im_end|>/<|endoftext|>
+        -> decode, parse "language X<asr_text>text"
+
+Longer input goes through VAD-first chunks (``onespeech.features``), each chunk
+recognised with fresh decoder state; segments keep the source clock. Word timings
+stay None: no timing model is ever loaded here.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onespeech.features import log_mel_spectrogram, validate_pcm
+from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.kernels.threads import thread_limit
+from onespeech.qwen3.decoder import Generation, Qwen3Decoder
+from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
+from onespeech.qwen3.errors import Cancel, MaxNewTokensError, is_cancel_signal, raise_if_cancelled
+from onespeech.qwen3.languages import Languages
+from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
+from onespeech.qwen3.transcript import Segment, Transcript, Word
+
+MAX_NEW_TOKENS_LIMIT = 4096  # spec: max_new_tokens is 1..4096
+MAX_CHUNK_SAMPLES = 30 * SAMPLE_RATE  # one recognition sees at most 30 s
+# languages written without spaces: their words are characters, their chunks join without a space
+_CHARACTER_LANGUAGES = frozenset({"zh", "yue", "ja"})
+
+
+class Precision(enum.Enum):
+    """Weight storage and activation arithmetic of the runtime graphs."""
+
+    FLOAT32 = "fp32"  # bf16 tensors expanded exactly; float32 activations
+    BFLOAT16 = "bf16"  # bf16 storage, activations rounded to bf16 at op boundaries, f32 accumulation
+
+
+@dataclass(frozen=True)
+class Qwen3Options:
+    """Options of a Qwen3Recognizer.
+
+    Attributes
+    ----------
+    context : str | None
+        System-context prompt for biasing; at most 4096 token ids, special tokens refused.
+    precision : Precision
+        FLOAT32 (default) or BFLOAT16.
+    threads : int | None
+        Threads for BLAS and kernels; None: OMP_NUM_THREADS, else the CPUs available.
+    max_new_tokens : int
+        Per chunk, 1..4096; reaching it raises MaxNewTokensError.
+    encoder_attention : str
+        "full" (default, the reference's CPU behaviour) or "windowed" (104-token
+        windows, the FlashAttention-2 behaviour the model was trained with).
+    """
+
+    context: str | None = None
+    precision: Precision = Precision.FLOAT32
+    threads: int | None = None
+    max_new_tokens: int = 512
+    encoder_attention: str = "full"
+
+    def __post_init__(self) -> None:
+        if self.context is not None and not isinstance(self.context, str):
+            raise TypeError(f"context must be a string or None, not {type(self.context).__name__}")
+        if not isinstance(self.precision, Precision):
+            raise ValueError(f"precision={self.precision!r}; use Precision.FLOAT32 or Precision.BFLOAT16")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads={self.threads!r}; use an int >= 1 or None for the default")
+        _check_max_new_tokens(self.max_new_tokens)
+        if self.encoder_attention not in ENCODER_ATTENTION:
+            raise ValueError(f"encoder_attention={self.encoder_attention!r}; use one of {ENCODER_ATTENTION}")
+
+
+def _check_max_new_tokens(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NEW_TOKENS_LIMIT:
+        raise ValueError(f"max_new_tokens={value!r} is outside 1..{MAX_NEW_TOKENS_LIMIT}")
+    return value
+
+
+@dataclass(frozen=True)
+class ChunkRecognition:
+    """Everything one bounded recognition computed (for parity checks and research).
+
+    Attributes
+    ----------
+    mel : ndarray[float32], shape (128, n_frames)
+    audio_embeds : ndarray[float32], shape (n_audio, hidden_size)
+        Encoder + projector output.
+    prompt : Prompt
+    generation : Generation
+        Greedy ids after the prompt (end token excluded), ``finished`` and, if
+        asked, the first-step logits.
+    """
+
+    mel: np.ndarray
+    audio_embeds: np.ndarray
+    prompt: Prompt
+    generation: Generation
+
+
+class Qwen3Recognizer:
+    """Greedy Qwen3-ASR recognition on the OneSpeech runtime.
+
+    Build with :meth:`load`; use as a context manager (or call :meth:`close`) to
+    release the memory-mapped runtime files.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, options: Qwen3Options, vad: Any = None) -> None:
+        self._model = model
+        self.config = model.config
+        self.tokenizer = tokenizer
+        self.options = options
+        self.languages = Languages(self.config.support_languages)
+        self._context = check_context(tokenizer, options.context)
+        bf16 = options.precision is Precision.BFLOAT16
+        self.encoder = AudioEncoder(model, self.config, bf16_activations=bf16)
+        self.decoder = Qwen3Decoder(model, self.config, bf16_activations=bf16)
+        self._vad = vad
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        model_directory: str | os.PathLike[str],
+        options: Qwen3Options | None = None,
+        cancel: Cancel = None,
+        *,
+        vad: Any = None,
+    ) -> Qwen3Recognizer:
+        """Load a Qwen3-ASR model directory.
+
+        Parameters
+        ----------
+        model_directory : path
+            A directory of publisher files (converted into runtime files there on
+            first load) or one already holding runtime files of the precision.
+        options : Qwen3Options, optional
+        cancel : threading.Event-like, callable or None
+            Checked before and after the (possibly long) conversion.
+        vad : SileroVad | path | None
+            Voice activity detector for inputs over 30 s; None loads the default
+            Silero VAD the first time one is needed.
+
+        Raises
+        ------
+        ModelIntegrityError
+            A damaged file (the message names the file to remove).
+        ConversionInProgressError
+            Another process is converting this directory; retry after it completes.
+        ContextError
+            ``options.context`` is too long or holds special tokens.
+        """
+        from onespeech.qwen3.runtime import load_model
+        from onespeech.tokenizer import Qwen3Tokenizer
+
+        options = options or Qwen3Options()
+        if not is_cancel_signal(cancel):
+            raise TypeError("cancel must be a threading.Event-like object, a callable or None")
+        raise_if_cancelled(cancel)
+        with thread_limit(options.threads):
+            model = load_model(model_directory, options.precision.value)
+        try:
+            raise_if_cancelled(cancel)
+            tokenizer = Qwen3Tokenizer.load(model.directory)
+            return cls(model, tokenizer, options, vad=vad)
+        except BaseException:
+            model.close()
+            raise
+
+    def close(self) -> None:
+        """Release the mapped runtime files and the decoder's buffers."""
+        self.decoder.release()
+        if self._model is not None:
+            self._model.close()
+
+    def __enter__(self) -> Qwen3Recognizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- recognition ------------------------------------------------------------------
+
+    def transcribe(self, audio: np.ndarray, language: str | None = "en", cancel: Cancel = None) -> Transcript:
+        """Recognise 16 kHz mono float PCM.
+
+        Parameters
+        ----------
+        audio : ndarray[float32], shape (n_samples,)
+            Empty, or more than 200 samples. Over 30 s uses VAD-first chunks.
+        language : str | None
+            A tag ("en", "zh", "yue", ...) or name forcing the language; None lets
+            the model identify it.
+        cancel : threading.Event-like, callable or None
+            Checked between encoder layers and decoder steps.
+
+        Returns
+        -------
+        Transcript
+            Text, language tag, one segment per recognised chunk (source clock),
+            words with their written forms and None times.
+
+        Raises
+        ------
+        PcmError
+            Too short, nonfinite or power-overflowing PCM.
+        UnsupportedLanguageError
+        MaxNewTokensError
+            A chunk reached ``options.max_new_tokens`` before the model ended it.
+        RecognitionCancelled
+        """
+        pcm = validate_pcm(audio)
+        name = self.languages.resolve(language)
+        if pcm.shape[0] == 0:
+            return Transcript.empty()
+        segments = []
+        with thread_limit(self.options.threads):
+            for start, end in self._chunks(pcm, cancel):
+                segment = self._transcribe_chunk(pcm[start:end], start, end, name, cancel)
+                if segment.text:
+                    segments.append(segment)
+        return _document(segments, self.languages)
+
+    def generate(
+        self, audio: np.ndarray, language: str | None = None, max_new_tokens: int | None = None
+    ) -> list[int]:
+        """Raw greedy ids after the prompt for at most 30 s of audio.
+
+        Stops at an end token (not included) or after ``max_new_tokens`` ids
+        (default: the options' value) without raising. For research, parity checks
+        and benchmarks; :meth:`transcribe` is built on the same steps.
+        """
+        limit = self.options.max_new_tokens if max_new_tokens is None else _check_max_new_tokens(max_new_tokens)
+        name = self.languages.resolve(language)
+        pcm = validate_pcm(audio, max_samples=MAX_CHUNK_SAMPLES)
+        if pcm.shape[0] == 0:
+            return []
+        with thread_limit(self.options.threads):
+            return self.recognize(pcm, name, limit).generation.ids
+
+    def recognize(
+        self,
+        pcm: np.ndarray,
+        language_name: str | None,
+        max_new_tokens: int,
+        cancel: Cancel = None,
+        *,
+        mel: np.ndarray | None = None,
+        keep_first_logits: bool = False,
+        min_new_tokens: int = 0,
+    ) -> ChunkRecognition:
+        """One bounded recognition with fresh decoder state, keeping every stage's output.
+
+        ``language_name`` is the model's name ("English") or None; ``mel`` may be
+        given to bypass the 30 s feature bound (parity checks on longer inputs).
+        """
+        if mel is None:
+            mel = log_mel_spectrogram(pcm)
+        audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
+        prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], language_name)
+        embeds = self.decoder.embed(prompt.ids)
+        # audio-token embedding substitution at the audio pad positions
+        embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+        generation = self.decoder.generate(
+            embeds,
+            max_new_tokens,
+            self.config.eos_token_ids,
+            cancel,
+            keep_first_logits=keep_first_logits,
+            min_new_tokens=min_new_tokens,
+        )
+        return ChunkRecognition(mel, audio_embeds, prompt, generation)
+
+    # -- stages -----------------------------------------------------------------------
+
+    def _transcribe_chunk(
+        self, pcm: np.ndarray, start: int, end: int, name: str | None, cancel: Cancel
+    ) -> Segment:
+        result = self.recognize(pcm, name, self.options.max_new_tokens, cancel)
+        if not result.generation.finished:
+            raise MaxNewTokensError(
+                f"recognition of {start / SAMPLE_RATE:.2f}-{end / SAMPLE_RATE:.2f} s reached "
+                f"max_new_tokens={self.options.max_new_tokens} before the model ended its answer; "
+                f"raise Qwen3Options.max_new_tokens (up to {MAX_NEW_TOKENS_LIMIT})"
+            )
+        language, text = parse_output(self._decode(result.generation.ids), name)
+        return Segment(start / SAMPLE_RATE, end / SAMPLE_RATE, text, self.languages.tag(language))
+
+    def _decode(self, ids: list[int]) -> str:
+        # ids past the tokenizer (the embedding has padding rows) carry no text
+        known = [i for i in ids if i < self.tokenizer.vocab_size]
+        return self.tokenizer.decode(known, skip_special_tokens=True)
+
+    def _chunks(self, pcm: np.ndarray, cancel: Cancel) -> list[tuple[int, int]]:
+        """Sample ranges recognised separately: the whole input up to 30 s, else VAD-first chunks."""
+        n = pcm.shape[0]
+        if n <= MAX_CHUNK_SAMPLES:
+            return [(0, n)]
+        from onespeech.features import plan_chunks
+
+        raise_if_cancelled(cancel)
+        vad = self._load_vad()
+        regions = vad.speech_regions(pcm)
+        chunks = plan_chunks(regions, n, pcm=pcm, max_samples=MAX_CHUNK_SAMPLES)
+        # a chunk of 200 samples or fewer cannot make features; it holds no speech to speak of
+        return [(c.start, c.end) for c in chunks if c.end - c.start > 200]
+
+    def _load_vad(self) -> Any:
+        from onespeech.features import SileroVad
+
+        if self._vad is None or isinstance(self._vad, (str, os.PathLike)):
+            self._vad = SileroVad.load(Path(self._vad)) if self._vad is not None else _default_vad()
+        return self._vad
+
+
+def _default_vad() -> Any:
+    """The default Silero VAD through the model store."""
+    from onespeech.features import SileroVad
+
+    try:
+        from onespeech.features.vad import default_vad_path  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise RuntimeError(
+            "inputs over 30 s need a VAD: pass vad=<path to silero_vad.onnx> to Qwen3Recognizer.load"
+        ) from e
+    return SileroVad.load(default_vad_path())
+
+
+def _words(text: str, tag: str | None) -> list[Word]:
+    """Written units: whitespace-delimited, or characters for zh/yue/ja.
+
+    In character languages punctuation stays attached to a neighbouring character
+    (the one before it, or after it at the start of a token), so every unit holds a
+    letter or digit when its token has one.
+    """
+    words: list[str] = []
+    for token in text.split():
+        if tag not in _CHARACTER_LANGUAGES:
+            words.append(token)
+            continue
+        units: list[str] = []
+        prefix = ""
+        for char in token:
+            if char.isalnum():
+                units.append(prefix + char)
+                prefix = ""
+            elif units:
+                units[-1] += char
+            else:
+                prefix += char
+        words.extend(units or [prefix])
+    return [Word(w) for w in words]
+
+
+def _document(segments: list[Segment], languages: Languages) -> Transcript:
+    """Join chunk segments into the transcript (text, language covering most time, words)."""
+    if not segments:
+        return Transcript.empty()
+    parts: list[str] = []
+    for i, seg in enumerate(segments):
+        if i and not (seg.language in _CHARACTER_LANGUAGES and segments[i - 1].language in _CHARACTER_LANGUAGES):
+            parts.append(" ")
+        parts.append(seg.text)
+    duration: dict[str, float] = {}
+    for seg in segments:
+        if seg.language:
+            duration[seg.language] = duration.get(seg.language, 0.0) + (seg.end or 0.0) - (seg.start or 0.0)
+    language = max(duration, key=lambda k: duration[k]) if duration else None  # first wins ties
+    words = [w for seg in segments for w in _words(seg.text, seg.language)]
+    return Transcript(text="".join(parts), language=language, segments=tuple(segments), words=tuple(words))

@@ -1,0 +1,136 @@
+"""Parity with the reference toolkit on the tiny checkpoint (issue 4's definition of done).
+
+Observations come from ``tools/oracles/qwen3-asr/oracle_asr.py`` (``tox -e oracle``) in
+``$ONESPEECH_ORACLE_DIR/asr/tiny``: for each case the PCM the reference saw, its encoder
+output, prompt ids, first-step logits and greedy ids. We regenerate the same seeded
+checkpoint (its digest must match the one the oracle used), run our own features,
+encoder, prompt and decoder, and compare: encoder output and logits within 1e-4 max
+abs error relative to the tensor's max magnitude, identical prompt ids, identical
+greedy ids for every recorded step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onespeech.features.mel import log_mel
+from onespeech.qwen3.recognizer import Qwen3Options, Qwen3Recognizer
+
+TOLERANCE = 1e-4  # max abs error / max |reference|
+
+
+def _index(oracle_observations: Path) -> dict:
+    path = oracle_observations / "asr" / "tiny" / "cases.json"
+    if not path.is_file():
+        pytest.skip(f"needs {path} (run `tox -e oracle` first)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def index(oracle_observations: Path) -> dict:
+    return _index(oracle_observations)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(index: dict, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The oracle's checkpoint, regenerated from its seed and checked byte for byte."""
+    from onespeech_tools.checkpoints import make_checkpoint
+
+    directory = make_checkpoint(tmp_path_factory.mktemp("parity-tiny"), "tiny", seed=index["seed"], data_dir=shared_data)
+    for name, info in index["checkpoint"]["files"].items():
+        assert _sha256(directory / name) == info["sha256"], f"{name} differs from the oracle's checkpoint"
+    return directory
+
+
+@pytest.fixture(scope="module")
+def recognizers(checkpoint: Path):
+    """One recognizer per (context, encoder attention), loaded on demand and closed at the end."""
+    made: dict[tuple[str, str], Qwen3Recognizer] = {}
+
+    def get(context: str, attention: str = "full") -> Qwen3Recognizer:
+        key = (context, attention)
+        if key not in made:
+            made[key] = Qwen3Recognizer.load(
+                checkpoint, Qwen3Options(context=context, threads=2, encoder_attention=attention)
+            )
+        return made[key]
+
+    yield get
+    for recognizer in made.values():
+        recognizer.close()
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    assert got.shape == want.shape, f"shape {got.shape} != reference {want.shape}"
+    return float(np.abs(got.astype(np.float64) - want).max() / np.abs(want).max())
+
+
+CASE_NAMES = (
+    "librispeech_auto",
+    "jfk_english_forced",
+    "aishell_context_auto",
+    "de_context_forced",
+    "ja_auto",
+    "es_forced",
+    "ko_context_auto",
+    "multilingual_60s_auto",
+)
+
+
+def _case(index: dict, oracle_observations: Path, name: str) -> tuple[dict, dict]:
+    cases = {c["name"]: c for c in index["cases"]}
+    if name not in cases:
+        pytest.skip(f"the oracle did not record case {name}")
+    arrays = np.load(oracle_observations / "asr" / "tiny" / f"{name}.npz")
+    return cases[name], {k: arrays[k] for k in arrays.files}
+
+
+def _run(recognizer: Qwen3Recognizer, case: dict, arrays: dict, steps: int, *, min_new: bool = False):
+    pcm = arrays["pcm"]
+    # our own features; log_mel allows the 60 s case the reference feeds unchunked
+    mel = log_mel(pcm, max_seconds=300.0)
+    return recognizer.recognize(
+        pcm, case["language"], steps, mel=mel, keep_first_logits=True, min_new_tokens=steps if min_new else 0
+    )
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_full_attention_parity(name: str, index: dict, oracle_observations: Path, recognizers) -> None:
+    case, arrays = _case(index, oracle_observations, name)
+    result = _run(recognizers(case["context"]), case, arrays, index["steps"])
+    assert result.prompt.ids.tolist() == arrays["prompt_ids"].tolist()
+    assert relative_error(result.audio_embeds, arrays["encoder_output"]) <= TOLERANCE
+    assert relative_error(result.generation.first_logits, arrays["first_logits"]) <= TOLERANCE
+    want = [t for t in case["tokens"] if t not in (151643, 151645)]
+    assert result.generation.ids == want
+    assert result.generation.finished == (case["eos_step"] is not None)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_greedy_past_an_early_end(name: str, index: dict, oracle_observations: Path, recognizers) -> None:
+    case, arrays = _case(index, oracle_observations, name)
+    if "tokens_min_new" not in arrays:
+        pytest.skip("the reference did not end early on this case")
+    result = _run(recognizers(case["context"]), case, arrays, index["steps"], min_new=True)
+    assert result.generation.ids == arrays["tokens_min_new"].tolist()
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_windowed_attention_parity(name: str, index: dict, oracle_observations: Path, recognizers) -> None:
+    case, arrays = _case(index, oracle_observations, name)
+    if "windowed_encoder_output" not in arrays:
+        pytest.skip("input within one 8 s window: windowed equals full")
+    result = _run(recognizers(case["context"], "windowed"), case, arrays, index["steps"])
+    assert relative_error(result.audio_embeds, arrays["windowed_encoder_output"]) <= TOLERANCE
+    assert relative_error(result.generation.first_logits, arrays["windowed_first_logits"]) <= TOLERANCE
+    want = [t for t in arrays["windowed_tokens"].tolist() if t not in (151643, 151645)]
+    assert result.generation.ids == want

@@ -1,0 +1,234 @@
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+from onespeech.features import NonFiniteSampleError, PcmPowerOverflowError, PcmTooShortError
+from onespeech.kernels.threads import get_threads
+from onespeech.qwen3.decoder import Generation
+from onespeech.qwen3.errors import (
+    ContextError,
+    MaxNewTokensError,
+    RecognitionCancelled,
+    UnsupportedLanguageError,
+)
+from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript
+
+SR = 16000
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_checkpoint, tmp_path_factory):
+    target = tmp_path_factory.mktemp("recognizer") / "model"
+    shutil.copytree(tiny_checkpoint, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def recognizer(model_dir):
+    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8, threads=1)) as rec:
+        yield rec
+
+
+def tone(seconds: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * SR)) / SR
+    return (0.3 * np.sin(2 * np.pi * 220 * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def answer(recognizer: Qwen3Recognizer, text: str) -> Generation:
+    return Generation(recognizer.tokenizer.encode(text), True)
+
+
+# -- options ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_new_tokens": 0}, "outside 1..4096"),
+        ({"max_new_tokens": 4097}, "outside 1..4096"),
+        ({"max_new_tokens": True}, "outside 1..4096"),
+        ({"threads": 0}, "threads=0"),
+        ({"encoder_attention": "sliding"}, "encoder_attention"),
+        ({"precision": "fp32"}, "Precision.FLOAT32"),
+    ],
+)
+def test_bad_options_are_refused(kwargs, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        Qwen3Options(**kwargs)
+
+
+def test_option_defaults() -> None:
+    options = Qwen3Options()
+    assert (options.context, options.precision, options.threads, options.max_new_tokens, options.encoder_attention) == (
+        None, Precision.FLOAT32, None, 512, "full")
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def test_load_converts_publisher_files_once(model_dir, recognizer) -> None:
+    assert (model_dir / "manifest.fp32.json").is_file()
+    with Qwen3Recognizer.load(model_dir) as again:  # already converted: loads the runtime files
+        assert again.config.text.vocab_size == 151936
+
+
+def test_context_with_special_tokens_is_refused_at_load(model_dir) -> None:
+    with pytest.raises(ContextError, match="special token"):
+        Qwen3Recognizer.load(model_dir, Qwen3Options(context="<|im_start|>user"))
+
+
+def test_context_over_4096_ids_is_refused(model_dir) -> None:
+    with pytest.raises(ContextError, match="at most 4096"):
+        Qwen3Recognizer.load(model_dir, Qwen3Options(context=" a" * 4097))
+
+
+def test_close_releases_the_mapped_files(model_dir) -> None:
+    with Qwen3Recognizer.load(model_dir) as rec:
+        model = rec._model
+        assert len(model) > 0
+    assert len(model) == 0
+
+
+def test_load_honours_cancellation(model_dir) -> None:
+    event = threading.Event()
+    event.set()
+    with pytest.raises(RecognitionCancelled):
+        Qwen3Recognizer.load(model_dir, cancel=event)
+
+
+# -- input rules ---------------------------------------------------------------------------
+
+
+def test_empty_audio_gives_an_empty_transcript(recognizer) -> None:
+    assert recognizer.transcribe(np.zeros(0, np.float32)) == Transcript.empty()
+    assert recognizer.generate(np.zeros(0, np.float32)) == []
+
+
+def test_audio_of_200_samples_is_refused(recognizer) -> None:
+    with pytest.raises(PcmTooShortError):
+        recognizer.transcribe(np.zeros(200, np.float32))
+
+
+def test_nonfinite_audio_is_refused(recognizer) -> None:
+    pcm = tone(1.0)
+    pcm[123] = np.nan
+    with pytest.raises(NonFiniteSampleError):
+        recognizer.transcribe(pcm)
+
+
+def test_power_overflow_is_refused(recognizer) -> None:
+    with pytest.raises(PcmPowerOverflowError):
+        recognizer.transcribe(np.full(1000, 1e300))
+
+
+def test_unsupported_language_is_refused(recognizer) -> None:
+    with pytest.raises(UnsupportedLanguageError, match="'xx'"):
+        recognizer.transcribe(tone(1.0), language="xx")
+
+
+# -- generation ------------------------------------------------------------------------------
+
+
+def test_generate_returns_raw_ids_up_to_the_limit(recognizer) -> None:
+    ids = recognizer.generate(tone(1.0), max_new_tokens=5)
+    assert len(ids) == 5 and all(isinstance(i, int) for i in ids)
+    assert recognizer.generate(tone(1.0), max_new_tokens=3) == ids[:3]
+    with pytest.raises(ValueError, match="outside 1..4096"):
+        recognizer.generate(tone(1.0), max_new_tokens=0)
+
+
+def test_reaching_max_new_tokens_raises(recognizer) -> None:
+    # random weights never choose an end token within 8 steps
+    with pytest.raises(MaxNewTokensError, match="max_new_tokens=8"):
+        recognizer.transcribe(tone(1.0))
+
+
+def test_forced_language_prompt_and_written_words(recognizer, monkeypatch) -> None:
+    seen = {}
+
+    def generate(embeds, max_new, eos, cancel, **kw):
+        seen["n"] = embeds.shape[0]
+        return answer(recognizer, "Hello, big world.")
+
+    monkeypatch.setattr(recognizer.decoder, "generate", generate)
+    result = recognizer.transcribe(tone(2.0), language="en")
+    assert result.text == "Hello, big world." and result.language == "en"
+    assert result.segments == (Segment(0.0, 2.0, "Hello, big world.", "en"),)
+    assert [w.text for w in result.words] == ["Hello,", "big", "world."]
+    assert all(w.start is None and w.end is None and w.timing_method is TimingMethod.NONE for w in result.words)
+
+
+def test_auto_language_is_parsed_from_the_answer(recognizer, monkeypatch) -> None:
+    monkeypatch.setattr(
+        recognizer.decoder, "generate", lambda *a, **k: answer(recognizer, "language Chinese<asr_text>你好，世界。")
+    )
+    result = recognizer.transcribe(tone(1.5), language=None)
+    assert (result.text, result.language) == ("你好，世界。", "zh")
+    assert [w.text for w in result.words] == ["你", "好，", "世", "界。"]
+
+
+def test_silence_answer_gives_no_segments(recognizer, monkeypatch) -> None:
+    monkeypatch.setattr(recognizer.decoder, "generate", lambda *a, **k: answer(recognizer, "language None<asr_text>"))
+    assert recognizer.transcribe(tone(1.0), language=None) == Transcript.empty()
+
+
+def test_cancellation_is_honoured(recognizer) -> None:
+    event = threading.Event()
+    event.set()
+    with pytest.raises(RecognitionCancelled):
+        recognizer.transcribe(tone(1.0), cancel=event)
+
+
+def test_threads_option_sets_the_thread_count(recognizer, monkeypatch) -> None:
+    counts = []
+    real = recognizer.encoder.forward
+
+    def forward(*args, **kwargs):
+        counts.append(get_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recognizer.encoder, "forward", forward)
+    recognizer.generate(tone(1.0), max_new_tokens=1)
+    assert counts == [1]
+
+
+# -- long input ------------------------------------------------------------------------------
+
+
+class FakeVad:
+    """Speech regions at fixed sample ranges (the real VAD is tested in onespeech-features)."""
+
+    def __init__(self, regions):
+        self.regions = regions
+        self.calls = 0
+
+    def speech_regions(self, pcm, options=None):
+        from onespeech.features.segments import SpeechRegion
+
+        self.calls += 1
+        return [SpeechRegion(a, b) for a, b in self.regions]
+
+
+def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_dir, monkeypatch) -> None:
+    pytest.importorskip("onespeech.features.chunks")
+    vad = FakeVad([(16000, 20 * SR), (25 * SR, 40 * SR), (44 * SR, 70 * SR)])
+    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8), vad=vad) as rec:
+        lengths = []
+        texts = iter(["one.", "two.", "three.", "four."])
+
+        def generate(embeds, max_new, eos, cancel, **kw):
+            lengths.append(embeds.shape[0])
+            return answer(rec, next(texts))
+
+        monkeypatch.setattr(rec.decoder, "generate", generate)
+        result = rec.transcribe(tone(75.0), language="en")
+    assert vad.calls == 1
+    assert len(result.segments) == len(lengths) >= 3
+    starts = [s.start for s in result.segments]
+    assert starts == sorted(starts) and result.segments[-1].end <= 75.0
+    assert all(s.end - s.start <= 30.0 for s in result.segments)
+    assert result.text == " ".join(s.text for s in result.segments)
