@@ -130,7 +130,9 @@ def _other_lines(cache_dir: Path, entries: dict) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, help="cache root (default: $ONESPEECH_HOME or the user cache)")
-    parser.add_argument("--catalog-dir", type=Path, help="use this directory of catalog files instead of the shipped one")
+    parser.add_argument(
+        "--catalog-dir", type=Path, help="a directory of extra catalog files, reported after the shipped ones"
+    )
     parser.add_argument("--verify", action="store_true", help="hash every present file that is not yet verified")
 
 
@@ -141,7 +143,13 @@ def run(args: argparse.Namespace) -> int:
 
     cache_dir = args.cache_dir or cache_root()
     try:
-        entries = load_catalog(args.catalog_dir)
+        entries = load_catalog()
+        if args.catalog_dir is not None:
+            extra = load_catalog(args.catalog_dir)
+            clash = sorted(set(entries) & set(extra))
+            if clash:
+                raise CatalogError(f"{args.catalog_dir} redefines shipped catalog ids {clash}")
+            entries.update(extra)
     except CatalogError as e:
         print(f"probe: {e}", file=sys.stderr)
         return 1
