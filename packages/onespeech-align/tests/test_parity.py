@@ -32,7 +32,9 @@ def _cases(oracle_observations: Path, size: str) -> tuple[Path, list[dict]]:
 
 def _check_parity(folder: Path, cases: list[dict], threads: int) -> list[str]:
     report = []
-    with Qwen3ForcedAligner.load(folder / "checkpoint", threads=threads) as aligner:
+    named = folder / "checkpoint.txt"
+    checkpoint = Path(named.read_text(encoding="utf-8").strip()) if named.is_file() else folder / "checkpoint"
+    with Qwen3ForcedAligner.load(checkpoint, threads=threads) as aligner:
         for case in cases:
             want = np.load(folder / f"{case['name']}.npz")
             got = aligner.timestamp_logits(want["pcm"], case["units"])

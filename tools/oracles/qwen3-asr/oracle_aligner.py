@@ -17,7 +17,10 @@ to ``DIR/aligner/``:
   post-processed times for information.
 
 Run it with the reference interpreter (``/work/refenv/bin/python``) or ``tox -e oracle``.
-The full-size shape (``--size 0.6b``) needs several GiB: run it under the machine lock.
+The full-size shape (``--size 0.6b``) needs several GiB: run it under the machine lock,
+e.g. ``flock /work/heavy.lock python oracle_aligner.py --out build/oracle --size 0.6b
+--checkpoint /work/scratch/align/aligner-0.6b``. ``<size>/checkpoint.txt`` names the
+checkpoint folder the observations belong to.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ def make_checkpoint(directory: Path, size: str) -> None:
     staging.rename(directory)
 
 
-def run_cases(out: Path, size: str) -> None:
+def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
     import torch
     from qwen_asr import Qwen3ForcedAligner
 
@@ -109,7 +112,7 @@ def run_cases(out: Path, size: str) -> None:
     manifest = {c["file"]: c for c in json.loads((data / "audio" / "manifest.json").read_text())["clips"]}
     size_dir = out / size
     size_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = size_dir / "checkpoint"
+    checkpoint = checkpoint or size_dir / "checkpoint"
     make_checkpoint(checkpoint, size)
 
     aligner = Qwen3ForcedAligner.from_pretrained(str(checkpoint), dtype=torch.float32, device_map="cpu")
@@ -119,6 +122,7 @@ def run_cases(out: Path, size: str) -> None:
     # input ids reach the thinker as a keyword; logits leave lm_head before any post-processing
     def grab_inputs(_module, args, kwargs):
         captured["input_ids"] = kwargs["input_ids"].detach().clone()
+        captured["input_features"] = kwargs["input_features"].detach().clone()
 
     def grab_logits(_module, _inputs, output):
         captured["logits"] = output.detach().clone()
@@ -143,6 +147,7 @@ def run_cases(out: Path, size: str) -> None:
             size_dir / f"{name}.npz",
             pcm=pcm,
             input_ids=ids.astype(np.int64),
+            input_features=captured["input_features"][0].float().numpy(),
             timestamp_positions=positions.astype(np.int64),
             timestamp_logits=ts_logits.astype(np.float32),
             slots=slots.astype(np.int64),
@@ -156,6 +161,7 @@ def run_cases(out: Path, size: str) -> None:
         })
         print(f"{size} {name}: {len(words)} units, {len(ids)} ids, "
               f"{len(set(slots.tolist()))} distinct slots, min margin {margin.min():.2e}")
+    (size_dir / "checkpoint.txt").write_text(str(checkpoint.resolve()), encoding="utf-8")
     (size_dir / "cases.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
@@ -163,13 +169,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--size", default="tiny", choices=sorted(SEED))
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="checkpoint folder to use (generated there if missing); default DIR/aligner/<size>/checkpoint")
     parser.add_argument("--units-only", action="store_true", help="only the unit-splitting observations")
     args = parser.parse_args()
     out = args.out / "aligner"
     out.mkdir(parents=True, exist_ok=True)
     write_units(out)
     if not args.units_only:
-        run_cases(out, args.size)
+        run_cases(out, args.size, args.checkpoint)
     return 0
 
 
