@@ -6,6 +6,7 @@ to ``DIR/aligner/``:
 - ``units.json``: the reference's own whitespace-language unit splitting
   (``Qwen3ForceAlignProcessor.tokenize_space_lang``) over the committed synthetic
   corpus ``aligner_units_corpus.json``.
+- ``unit_ids.json``: the ids the reference processor's tokenizer gives each of those units.
 - ``<size>/checkpoint/``: a random aligner checkpoint in the publisher's layout
   (classify head 5000, tie_word_embeddings false), generated deterministically by
   ``onespeech_tools.checkpoints.make_checkpoint(..., kind="aligner")``.
@@ -76,6 +77,15 @@ def write_units(out: Path) -> None:
     print(f"units: {sum(len(v) for v in observed.values())} texts")
 
 
+def write_unit_ids(out: Path, tokenizer) -> None:
+    """Ids the reference's processor tokenizer (fix_mistral_regex=True) gives each corpus unit."""
+    units = json.loads((out / "units.json").read_text(encoding="utf-8"))
+    seen = sorted({u for lang in units.values() for case in lang for u in case["units"]})
+    ids = {u: tokenizer(u, add_special_tokens=False)["input_ids"] for u in seen}
+    (out / "unit_ids.json").write_text(json.dumps(ids, ensure_ascii=False, indent=0), encoding="utf-8")
+    print(f"unit ids: {len(ids)} units")
+
+
 def load_pcm(path: Path) -> np.ndarray:
     """16 kHz mono float32 in [-1, 1] (librosa's soxr_hq resampler for other rates)."""
     import librosa
@@ -130,6 +140,7 @@ def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
     thinker.register_forward_pre_hook(grab_inputs, with_kwargs=True)
     thinker.lm_head.register_forward_hook(grab_logits)
 
+    write_unit_ids(out, aligner.processor.tokenizer)
     index = []
     for name, clip, tag, language, text in CASES:
         text = manifest[clip]["transcript"] if text is None else text
