@@ -77,3 +77,4 @@ def test_transcript_overload_keeps_confidence_and_other_fields():
     invalid = timed_word(word, 1, 1, pred, clock, keep_confidence=True)
     assert (invalid.confidence, invalid.start) == (0.25, None)
     assert untimed(Word("x", 1.0, 2.0, 0.5, TimingMethod.CTC), True) == Word("x", None, None, 0.5, TimingMethod.NONE)
+

@@ -46,6 +46,7 @@ from .errors import (
 )
 from .inputs import SpecialIds, build_input
 from .languages import check_language
+from .passes import causal_hidden_states
 from .slots import SlotClock, SlotPredictions, timed_word, untimed
 from .units import WrittenUnit, spoken_units, written_units
 
@@ -240,7 +241,7 @@ class Qwen3ForcedAligner:
         embeds[inputs.audio_offset : inputs.audio_offset + inputs.n_audio] = audio_embeds
         del audio_embeds
         # one causal pass; the classify head runs only at the timestamp rows
-        hidden = self._decoder.hidden_states(embeds, cancel=cancel)
+        hidden = causal_hidden_states(self._decoder, embeds, cancel)
         rows = np.ascontiguousarray(hidden[inputs.timestamp_positions])
         del hidden
         return TimestampLogits(inputs.ids, ops.linear(rows, self._head))
