@@ -1,0 +1,173 @@
+"""``qwen-reproduce``: ours vs the reference's recorded observations, case by case.
+
+Reads ``OBS/asr/<size>/cases.json`` and the case arrays written by
+``tools/oracles/qwen3-asr/oracle_asr.py``, loads the same checkpoint with
+``Qwen3Recognizer`` (converting it in place on first use), feeds each case the exact
+PCM the reference saw, and prints per case: the max error of the log-mel features,
+the encoder output and the first-step logits (max |ours - ref| / max |ref|), whether
+the prompt ids are identical, and greedy-token agreement; then the same for the
+104-token windowed encoder where observed. Exit status 0 only if every comparison
+is within the parity bar (1e-4 relative, identical ids).
+
+Full size (after ``oracle_asr.py --size 0.6b``)::
+
+    flock /work/heavy.lock onespeech-convert qwen-reproduce --size 0.6b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+TOLERANCE = 1e-4
+EOS_IDS = (151643, 151645)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    default = Path(os.environ.get("ONESPEECH_ORACLE_DIR", "build/oracle"))
+    parser.add_argument("--observations", type=Path, default=default, help=f"oracle output folder (default {default})")
+    parser.add_argument("--size", default="0.6b", choices=("tiny", "0.6b", "1.7b"))
+    parser.add_argument("--checkpoint", type=Path, help="checkpoint directory (default: the one cases.json names)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cases", nargs="*", help="only these case names")
+    parser.add_argument("--no-windowed", action="store_true", help="skip the windowed-encoder comparisons")
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    mode: str
+    mel: float | None
+    encoder: float
+    logits: float
+    prompt_equal: bool
+    agree: int
+    total: int
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        errors = [e for e in (self.mel, self.encoder, self.logits) if e is not None]
+        return all(e <= TOLERANCE for e in errors) and self.prompt_equal and self.agree == self.total
+
+
+def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
+    """max |ours - ref| / max |ref| (inf if the shapes differ)."""
+    ours, ref = np.asarray(ours, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if ours.shape != ref.shape:
+        return float("inf")
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return float(np.max(np.abs(ours - ref))) / scale
+
+
+def reference_ids(tokens: list[int]) -> tuple[list[int], bool]:
+    """The reference's ids before its end token, and whether it ended."""
+    for i, token in enumerate(tokens):
+        if token in EOS_IDS:
+            return list(tokens[:i]), True
+    return list(tokens), False
+
+
+def agreement(ours: list[int], ref: list[int]) -> int:
+    """Length of the common prefix."""
+    count = 0
+    for a, b in zip(ours, ref, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def _compare(recognizer, case: dict, arrays, steps: int, mode: str) -> Row:
+    from onespeech.features.mel import log_mel
+
+    pcm = np.ascontiguousarray(arrays["pcm"], dtype=np.float32)
+    prefix = "windowed_" if mode == "windowed" else ""
+    ref_tokens = [int(t) for t in arrays[f"{prefix}tokens"]]
+    min_new = 0
+    if mode == "full" and "tokens_min_new" in arrays:
+        ref_tokens, min_new = [int(t) for t in arrays["tokens_min_new"]], steps
+    start = time.perf_counter()
+    mel = log_mel(pcm, max_seconds=max(30.0, pcm.shape[0] / 16000 + 1))
+    result = recognizer.recognize(
+        pcm, case["language"], steps, mel=mel, keep_first_logits=True, min_new_tokens=min_new
+    )
+    seconds = time.perf_counter() - start
+    expected, ended = reference_ids(ref_tokens)
+    ours = list(result.generation.ids)
+    total = len(expected) + (1 if ended else 0)
+    agree = agreement(ours, expected)
+    if ended and agree == len(expected) and len(ours) == len(expected) and result.generation.finished:
+        agree += 1  # both stopped at the same step
+    return Row(
+        case=case["name"],
+        mode=mode,
+        mel=relative_error(result.mel, arrays["input_features"]) if mode == "full" else None,
+        encoder=relative_error(result.audio_embeds, arrays[f"{prefix}encoder_output"]),
+        logits=relative_error(result.generation.first_logits, arrays[f"{prefix}first_logits"]),
+        prompt_equal=np.array_equal(np.asarray(result.prompt.ids), arrays["prompt_ids"]),
+        agree=agree,
+        total=total,
+        seconds=seconds,
+    )
+
+
+def _fmt(value: float | None) -> str:
+    return "      -" if value is None else f"{value:.1e}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+
+    folder = args.observations / "asr" / args.size
+    index_path = folder / "cases.json"
+    if not index_path.is_file():
+        print(f"error: no observations at {index_path}; run tools/oracles/qwen3-asr/oracle_asr.py "
+              f"--out {args.observations} --size {args.size} first")  # fmt: skip
+        return 2
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    checkpoint = args.checkpoint or Path(index["checkpoint"]["path"])
+    if args.checkpoint is None and not checkpoint.is_absolute() and (folder / "ckpt").is_dir():
+        checkpoint = folder / "ckpt"  # the oracle recorded a path relative to where it ran
+    steps = int(index["steps"])
+    cases = [c for c in index["cases"] if not args.cases or c["name"] in args.cases]
+    print(f"qwen-reproduce {args.size}: {len(cases)} cases, checkpoint {checkpoint}, {args.threads} threads")
+    print(f"{'case':<24} {'mode':<8} {'mel':>7} {'encoder':>7} {'logits':>7} prompt tokens  seconds")
+    rows: list[Row] = []
+    recognizers: dict[tuple[str | None, str], Qwen3Recognizer] = {}
+    start = time.perf_counter()
+    try:
+        for case in cases:
+            with np.load(folder / f"{case['name']}.npz") as data:
+                arrays = {key: data[key] for key in data.files}
+            modes = ["full"] + (["windowed"] if "windowed_tokens" in arrays and not args.no_windowed else [])
+            for mode in modes:
+                key = (case["context"] or None, mode)
+                if key not in recognizers:
+                    options = Qwen3Options(context=key[0], precision=Precision.FLOAT32, threads=args.threads,
+                                           max_new_tokens=steps, encoder_attention=mode)  # fmt: skip
+                    recognizers[key] = Qwen3Recognizer.load(checkpoint, options)
+                row = _compare(recognizers[key], case, arrays, steps, mode)
+                rows.append(row)
+                print(
+                    f"{row.case:<24} {row.mode:<8} {_fmt(row.mel):>7} {_fmt(row.encoder):>7} {_fmt(row.logits):>7} "
+                    f"{'same' if row.prompt_equal else 'DIFF':>6} {row.agree:>3}/{row.total:<3} {row.seconds:8.1f}"
+                    f"{'' if row.ok else '  FAIL'}",
+                    flush=True,
+                )
+    finally:
+        for recognizer in recognizers.values():
+            recognizer.close()
+    failed = [r for r in rows if not r.ok]
+    worst = max((max(e for e in (r.mel or 0.0, r.encoder, r.logits)) for r in rows), default=0.0)
+    agreed = sum(r.agree for r in rows)
+    total = sum(r.total for r in rows)
+    print(f"max relative error {worst:.1e} (bar {TOLERANCE:.0e}); tokens {agreed}/{total} agree; "
+          f"{len(rows) - len(failed)}/{len(rows)} comparisons pass; {time.perf_counter() - start:.0f} s")  # fmt: skip
+    return 0 if not failed else 1
