@@ -295,3 +295,15 @@ def test_progress_bar_when_asked(served, tmp_path, capsys):
     assert "model.safetensors" in capsys.readouterr().err
     fetch_files(REPO, REV, pins, tmp_path / "d", options=options(server, progress=False))
     assert capsys.readouterr().err == ""
+
+
+def test_connection_refused_is_retried_then_reported(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    opts = FetchOptions(endpoint=f"http://127.0.0.1:{port}", **{**FAST, "retries": 1})
+    with pytest.raises(DownloadError, match="failed after 2 attempts"):
+        fetch_files(REPO, REV, {"config.json": FileDigest(3, "0" * 64)}, tmp_path / "c", options=opts)
+    assert not (tmp_path / "c" / "config.json").exists()
