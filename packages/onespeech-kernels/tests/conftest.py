@@ -30,12 +30,3 @@ def hub_server() -> Iterator[object]:
     finally:
         server.stop()
 
-
-@pytest.fixture()
-def onespeech_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty cache root in ONESPEECH_HOME; offline variables cleared."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("ONESPEECH_HOME", str(home))
-    for var in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
-        monkeypatch.delenv(var, raising=False)
-    return home
