@@ -26,6 +26,13 @@ REPO, REV = "Org/tiny-model", "0123456789abcdef0123456789abcdef01234567"
 FAST = dict(retries=2, backoff_s=0.01, connect_timeout_s=5.0, read_timeout_s=5.0, progress=False)
 
 
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    """The caller's HF_ENDPOINT / offline settings must not leak into these tests."""
+    for var in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture()
 def repo(tmp_path: Path) -> tuple[Path, dict[str, FileDigest]]:
     """A publisher-layout directory: a 300 KB weight file, a config, a nested file."""
