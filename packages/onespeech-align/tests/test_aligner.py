@@ -237,3 +237,15 @@ def test_closed_aligner_releases_weights(tiny_aligner_dir):
 def test_threads_must_be_positive(tiny_aligner_dir, threads):
     with pytest.raises(ValueError, match="threads"):
         Qwen3ForcedAligner.load(tiny_aligner_dir, threads=threads)
+
+
+def test_cancellation_during_the_forward_pass_raises(tiny_aligner, speech):
+    calls = []
+
+    def cancel_on_fourth_check():
+        calls.append(1)
+        return len(calls) >= 4
+
+    with pytest.raises(AlignmentCancelledError, match="cancelled"):
+        tiny_aligner.align(speech, "the apostle", "en", cancel=cancel_on_fourth_check)
+    assert len(calls) == 4
