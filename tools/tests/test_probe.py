@@ -27,6 +27,12 @@ def load_httpserver():
     return sys.modules[name]
 
 
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    for var in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+
+
 def probe(capsys, *args: str) -> str:
     assert main(["probe", *args]) == 0
     return capsys.readouterr().out
