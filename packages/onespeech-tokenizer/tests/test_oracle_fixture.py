@@ -96,3 +96,15 @@ def test_special_spellings_refused_without_permission(tokenizer: Qwen3Tokenizer,
         else:
             assert tokenizer.encode(r["text"]) == r.get("fast_ids", r["ids"])
     assert refused > 100
+
+
+def test_fixture_corpus_is_what_the_seeded_generator_makes(records: list[dict]) -> None:
+    # The committed strings are reproducible from oracle_tokenizer.py (and only synthetic).
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("oracle_tokenizer", FIXTURE.parent / "oracle_tokenizer.py")
+    oracle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oracle)
+    texts = oracle.edge_cases() + oracle.generated_corpus(oracle.SEED, oracle.N_GENERATED)
+    assert [r["text"] for r in records] == texts
+    assert FIXTURE.stat().st_size < 1024 * 1024
