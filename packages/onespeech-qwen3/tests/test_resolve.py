@@ -20,7 +20,7 @@ import pytest
 
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.fetch import FetchOptions, OfflineModeError
-from onespeech.kernels.store import read_manifest, sha256_file, write_manifest
+from onespeech.kernels.store import UnsafeFileNameError, read_manifest, sha256_file, write_manifest
 from onespeech.qwen3.catalog import entry_from_data
 from onespeech.qwen3.resolve import (
     PublisherFilesMissingError,
@@ -428,3 +428,28 @@ def test_local_dir_converted_in_place_by_runtime_is_accepted(home, tiny_repo, tm
     ensure_runtime(local, "fp32")
     assert resolve(local) == local
     assert not (home / "local").exists()
+
+
+@pytest.mark.parametrize(
+    "shard, error, match",
+    [("../../evil.safetensors", UnsafeFileNameError, "'..'"),
+     ("/etc/passwd", UnsafeFileNameError, "absolute"),
+     ("model-00009-of-00009.safetensors", ModelIntegrityError, "does not pin")],
+)  # fmt: skip
+def test_remote_shard_names_are_checked_before_conversion(home, tiny_repo, tmp_path, shard, error, match):
+    repo = tmp_path / "sharded"
+    repo.mkdir()
+    for p in tiny_repo.iterdir():
+        (repo / p.name).write_bytes(p.read_bytes())
+    index = {"metadata": {}, "weight_map": {"a": "model.safetensors", "b": shard}}
+    (repo / "model.safetensors.index.json").write_text(json.dumps(index))
+    hub = load_httpserver().HubServer().start()
+    hub.add_repo(REPO, REV, repo)
+    conv = CountingConverter()
+    try:
+        with pytest.raises(error, match=match):
+            resolve(entry_from_data(catalog_data(repo)), fetch_options=opts(hub), converter=conv)
+    finally:
+        hub.stop()
+    assert conv.calls == []
+    assert not any("evil" in r.path or "passwd" in r.path for r in hub.requests)

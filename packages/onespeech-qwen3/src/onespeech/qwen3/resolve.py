@@ -31,6 +31,7 @@ changed source is converted again).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from onespeech.kernels.store import (
     FileDigest,
     Manifest,
     cache_root,
+    check_relative_name,
     install,
     model_cache_dir,
     new_staging_dir,
@@ -76,6 +78,7 @@ Converter = Callable[[Path, Path, str], Any]
 _PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "binary32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
 RECORD_PREFIX = "install."
 PUBLISHER_DIR, RUNTIME_DIR = "publisher", "runtime"
+INDEX_NAME = "model.safetensors.index.json"
 
 
 class PublisherFilesMissingError(FileNotFoundError):
@@ -223,11 +226,30 @@ def _resolve_entry(
         else:
             _require_cached(publisher, pins, entry)
             verify_files(publisher, pins, digests="once", what="publisher file")
+        _check_shard_index(publisher, pins)
         metadata = {"model": entry.id, "repo": entry.repo, "revision": entry.revision, "precision": precision}
         runtime_pins = entry.runtime.get(precision)
         expected = runtime_pins.files if runtime_pins is not None and runtime_pins.status == "pinned" else None
         _convert_and_install(publisher, directory, runtime, precision, converter, metadata, expected)
     return runtime
+
+
+def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
+    """The shard names inside ``model.safetensors.index.json`` come from the remote: each must be a
+    safe relative name and one of the pinned (hence verified) files, or conversion would read
+    something nobody checked."""
+    index = publisher / INDEX_NAME
+    if INDEX_NAME not in pins or not index.is_file():
+        return
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        shards = set(weight_map.values())
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ModelIntegrityError(index, f"not a safetensors index with a weight_map ({e})") from e
+    for shard in sorted(shards, key=str):
+        check_relative_name(shard)
+        if shard not in pins:
+            raise ModelIntegrityError(index, f"names shard {shard!r}, which the catalog does not pin")
 
 
 def _require_cached(publisher: Path, pins: dict[str, FileDigest], entry: CatalogEntry) -> None:
