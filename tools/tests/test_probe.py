@@ -50,6 +50,8 @@ def test_fresh_cache(tmp_path, monkeypatch, capsys):
     # the runtime pins that cannot be reproduced here are reported, per model and precision
     assert out.count("runtime fp32: unreproducible") == 3 and out.count("runtime bf16: unreproducible") == 3
     assert "silero-vad (vad, MIT): source pypi-wheel 6.2.3" in out
+    assert "runtime fp32: silero_vad-1a153a22f4509e29.tensors (onespeech.features.silero_convert" in out
+    assert "not converted yet" in out
     assert "other cache contents:\n  none" in out
     assert not (tmp_path / "fresh").exists()  # probing wrote nothing
 
@@ -130,3 +132,16 @@ def test_help(capsys):
         main(["probe", "--help"])
     assert exc.value.code == 0
     assert "--verify" in capsys.readouterr().out
+
+
+def test_vad_runtime_file_in_cache(tmp_path, monkeypatch, capsys, shared_data):
+    silero_convert = pytest.importorskip("onespeech.features.silero_convert")
+    name = "silero_vad-1a153a22f4509e29.tensors"
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))
+    silero_convert.convert_silero_onnx(shared_data / "models" / "silero_vad.onnx", tmp_path / "vad" / name)
+    assert f"runtime fp32: {name} (onespeech.features.silero_convert onespeech-silero-vad-16k v1): verified" in probe(
+        capsys
+    )
+    with open(tmp_path / "vad" / name, "ab") as f:
+        f.write(b"\0")
+    assert f"BAD (differs from the pin; remove {tmp_path / 'vad' / name})" in probe(capsys)

@@ -81,6 +81,20 @@ def test_vad_pin_matches_real_model(shared_data):
     assert sha256_file(shared_data / "models" / "LICENSE.silero-vad.txt") == entry.file("LICENSE").pin
 
 
+def test_vad_runtime_pin_is_reproduced_by_our_converter(shared_data, tmp_path):
+    """The one runtime pin reproducible here (the real model is available): converting
+    the real silero_vad.onnx must give exactly the pinned bytes. If the tensor-file or
+    VAD runtime format changes on purpose, re-pin the file in silero-vad.json."""
+    silero_convert = pytest.importorskip("onespeech.features.silero_convert")
+    pins = get_entry("silero-vad").runtime["fp32"]
+    assert pins.status == "pinned"
+    ((name, pin),) = pins.files.items()
+    onnx = shared_data / "models" / "silero_vad.onnx"
+    assert name == f"silero_vad-{sha256_file(onnx).sha256[:16]}.tensors"  # the name onespeech.features caches
+    out = silero_convert.convert_silero_onnx(onnx, tmp_path / name)
+    assert sha256_file(out) == pin
+
+
 def test_required_files_are_what_conversion_needs():
     entry = get_entry("Qwen/Qwen3-ASR-1.7B")
     assert set(entry.required_pins()) == {

@@ -74,14 +74,33 @@ def _runtime_lines(runtime: Path, precision: str, verify: bool) -> list[str]:
     return lines
 
 
+def _vad_runtime_lines(entry, cache_dir: Path) -> list[str]:
+    """The VAD's runtime file lives where onespeech.features caches it: <cache>/vad/."""
+    from onespeech.kernels.store import sha256_file
+
+    lines = []
+    for pins in entry.runtime.values():
+        if pins.status != "pinned" or entry.kind != "vad":
+            continue
+        for name, pin in pins.files.items():
+            path = cache_dir / "vad" / name
+            if not path.is_file():
+                state = "not converted yet"
+            else:  # about 1 MiB: hashing it is cheap
+                state = "verified" if sha256_file(path) == pin else f"BAD (differs from the pin; remove {path})"
+            lines.append(f"  runtime {pins.precision}: {name} ({pins.converter}): {state}")
+    return lines
+
+
 def _entry_lines(entry, cache_dir: Path, verify: bool) -> list[str]:
     from onespeech.kernels.lock import lock_status
     from onespeech.qwen3.resolve import PUBLISHER_DIR, RUNTIME_DIR, model_dir
 
     head = f"{entry.id} ({entry.kind}, {entry.license})"
     if entry.source_type != "huggingface":
-        lines = [f"{head}: source {entry.source_type} {entry.revision}; not cached by the model store"]
+        lines = [f"{head}: source {entry.source_type} {entry.revision}; publisher files are not fetched by the store"]
         lines += [f"  file {f.name}: {f.size} bytes, sha256 {f.sha256}" for f in entry.files]
+        lines += _vad_runtime_lines(entry, cache_dir)
     else:
         directory = model_dir(entry, cache_dir)
         pins = {f.name: f.pin for f in entry.files if f.required and f.pin is not None}
