@@ -382,7 +382,8 @@ def main() -> int:
         print(f"updated {FIXTURE} and {TABLES}")
         return 0
     drift = differences(fixture["records"], records)
-    if tables != TABLES.read_text(encoding="utf-8"):
+    # compare the ranges, not the docstring (which names the tokenizers version)
+    if tables.split('"""', 2)[2] != TABLES.read_text(encoding="utf-8").split('"""', 2)[2]:
         drift.append(f"Unicode class tables differ from {TABLES}")
     for line in drift[:20]:
         print("DRIFT", line, file=sys.stderr)
