@@ -137,8 +137,17 @@ def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
     def grab_logits(_module, _inputs, output):
         captured["logits"] = output.detach().clone()
 
+    def grab_audio(_module, _inputs, output):
+        captured["audio_features"] = output.last_hidden_state.detach().clone()
+
+    def grab_hidden(_module, _inputs, output):
+        captured["hidden"] = output.detach().clone()
+
     thinker.register_forward_pre_hook(grab_inputs, with_kwargs=True)
     thinker.lm_head.register_forward_hook(grab_logits)
+    # stage outputs, to tell encoder from decoder differences when parity fails
+    thinker.audio_tower.register_forward_hook(grab_audio)
+    thinker.model.norm.register_forward_hook(grab_hidden)
 
     write_unit_ids(out, aligner.processor.tokenizer)
     index = []
@@ -159,6 +168,8 @@ def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
             pcm=pcm,
             input_ids=ids.astype(np.int64),
             input_features=captured["input_features"][0].float().numpy(),
+            audio_features=captured["audio_features"].float().numpy(),
+            timestamp_hidden=captured["hidden"][0, positions].float().numpy(),
             timestamp_positions=positions.astype(np.int64),
             timestamp_logits=ts_logits.astype(np.float32),
             slots=slots.astype(np.int64),
