@@ -11,6 +11,7 @@ Public API:
 """
 
 from onespeech.features.audio import AudioFileSource, load_audio
+from onespeech.features.chunks import MAX_CHUNK_SAMPLES, Chunk, plan_chunks
 from onespeech.features.errors import (
     AudioError,
     CorruptAudioError,
@@ -26,12 +27,17 @@ from onespeech.features.errors import (
 )
 from onespeech.features.mel import log_mel_spectrogram
 from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
+from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
+from onespeech.features.silero_convert import convert_silero_onnx
+from onespeech.features.vad import SileroVad, VadStream
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SAMPLE_RATE",
+    "MAX_CHUNK_SAMPLES",
     "AudioFileSource",
+    "Chunk",
     "AudioError",
     "CorruptAudioError",
     "NoChannelsError",
@@ -41,9 +47,16 @@ __all__ = [
     "PcmShapeError",
     "PcmTooLongError",
     "PcmTooShortError",
+    "SileroVad",
+    "SpeechRegion",
+    "SpeechSegmenter",
     "UnreadableAudioError",
     "VadModelError",
+    "VadOptions",
+    "VadStream",
+    "convert_silero_onnx",
     "load_audio",
     "log_mel_spectrogram",
+    "plan_chunks",
     "validate_pcm",
 ]
