@@ -10,7 +10,7 @@ tables in ``_unicode_tables`` (the reference engine's own letter, number and
 whitespace sets). Matching a huge class in ``re`` costs a scan of its astral
 ranges, so text with non-ASCII characters is first mapped, one code point to one
 code point, onto ASCII stand-ins of the same class ("a" letter, "0" number,
-"\\t" other whitespace, "!" anything else); the ASCII pattern then runs on the
+"\\x0b" other whitespace, "!" anything else); the ASCII pattern then runs on the
 stand-ins and the pieces are cut from the original text at the same offsets.
 The case-insensitive contractions keep their real letters: U+017F LATIN SMALL
 LETTER LONG S folds to "s" in the reference engine, so it maps to "s".
@@ -68,27 +68,34 @@ def _build_bounds() -> tuple[list[int], list[str]]:
 _STARTS, _KINDS = _build_bounds()
 
 
-class _StandIns(dict):
-    """``str.translate`` table: code point -> ASCII stand-in, filled on first use.
-
-    ASCII maps to itself; other code points are looked up once in the range
-    tables. Cleared when it grows past ``_MAX_ENTRIES`` so adversarial text
-    cannot grow it without bound.
-    """
-
-    _MAX_ENTRIES = 1 << 16
-
-    def __missing__(self, code: int) -> str:
-        if len(self) >= self._MAX_ENTRIES:
-            self.clear()
-            self.update(_ASCII_IDENTITY)
-        kind = _FOLDS_TO_CONTRACTION_LETTER.get(code) or _KINDS[bisect_right(_STARTS, code) - 1]
-        self[code] = kind
-        return kind
+def _kind(code: int) -> str:
+    return _FOLDS_TO_CONTRACTION_LETTER.get(code) or _KINDS[bisect_right(_STARTS, code) - 1]
 
 
+# str.translate table, code point -> ASCII stand-in: ASCII maps to itself, other
+# code points are added the first time a text holds them. A plain dict (no
+# __missing__) keeps translate at C speed; it is restarted past _MAX_ENTRIES so
+# adversarial text cannot grow it without bound.
+_MAX_ENTRIES = 1 << 16
 _ASCII_IDENTITY = {c: chr(c) for c in range(128)}
-_STAND_INS = _StandIns(_ASCII_IDENTITY)
+_STAND_INS: dict[int, str] = dict(_ASCII_IDENTITY)
+
+
+def stand_ins(text: str) -> str:
+    """``text`` with every code point replaced by the ASCII stand-in of its class."""
+    out = text.translate(_STAND_INS)
+    if out.isascii():
+        return out
+    # code points missing from the table were left as they are
+    missing = {ord(c) for c in set(out) if not c.isascii()}
+    table = _STAND_INS
+    if len(table) + len(missing) > _MAX_ENTRIES:
+        table.clear()
+        table.update(_ASCII_IDENTITY)
+        if len(missing) > _MAX_ENTRIES - len(table):
+            table = dict(_ASCII_IDENTITY)  # this text alone is too varied to cache
+    table.update((code, _kind(code)) for code in missing)
+    return text.translate(table)
 
 
 def split(text: str) -> list[str]:
@@ -106,7 +113,7 @@ def split(text: str) -> list[str]:
     """
     if text.isascii():
         return _PATTERN.findall(text)
-    pieces = _PATTERN.findall(text.translate(_STAND_INS))
+    pieces = _PATTERN.findall(stand_ins(text))
     out = []
     pos = 0
     for piece in pieces:
