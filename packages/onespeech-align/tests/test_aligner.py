@@ -249,3 +249,16 @@ def test_cancellation_during_the_forward_pass_raises(tiny_aligner, speech):
     with pytest.raises(AlignmentCancelledError, match="cancelled"):
         tiny_aligner.align(speech, "the apostle", "en", cancel=cancel_on_fourth_check)
     assert len(calls) == 4
+
+
+def test_runtime_only_directory_loads_and_aligns_the_same(tiny_aligner, tiny_aligner_dir, tmp_path, speech):
+    """After the first load converted the publisher files, the runtime files alone suffice."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for item in tiny_aligner_dir.iterdir():
+        if item.is_file() and item.name != "model.safetensors":
+            shutil.copyfile(item, runtime / item.name)
+    assert (runtime / "manifest.fp32.json").is_file()
+    with Qwen3ForcedAligner.load(runtime, threads=2) as aligner:
+        got = aligner.timestamp_logits(speech, ["the", "apostle"]).logits
+    np.testing.assert_array_equal(got, tiny_aligner.timestamp_logits(speech, ["the", "apostle"]).logits)
