@@ -1,18 +1,25 @@
-"""Parity with the reference toolkit on the tiny checkpoint (issue 4's definition of done).
+"""Parity with the reference toolkit (issue 4's definition of done).
 
 Observations come from ``tools/oracles/qwen3-asr/oracle_asr.py`` (``tox -e oracle``) in
-``$ONESPEECH_ORACLE_DIR/asr/tiny``: for each case the PCM the reference saw, its encoder
+``$ONESPEECH_ORACLE_DIR/asr/<size>``: for each case the PCM the reference saw, its encoder
 output, prompt ids, first-step logits and greedy ids. We regenerate the same seeded
 checkpoint (its digest must match the one the oracle used), run our own features,
 encoder, prompt and decoder, and compare: encoder output and logits within 1e-4 max
 abs error relative to the tensor's max magnitude, identical prompt ids, identical
 greedy ids for every recorded step.
+
+The tiny checkpoint runs in the default suite. The full-size 0.6B/1.7B comparison is
+the same test, marked slow (``pytest -m slow``, under ``flock /work/heavy.lock``); it
+needs ``oracle_asr.py --size 0.6b`` observations and reuses the oracle's checkpoint
+through hard links in ``<observations>/ours`` (converted there once).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,28 +31,58 @@ from onespeech.qwen3.recognizer import Qwen3Options, Qwen3Recognizer
 TOLERANCE = 1e-4  # max abs error / max |reference|
 
 
-def _index(oracle_observations: Path) -> dict:
-    path = oracle_observations / "asr" / "tiny" / "cases.json"
+SIZES = ["tiny", pytest.param("0.6b", marks=pytest.mark.slow), pytest.param("1.7b", marks=pytest.mark.slow)]
+
+
+def _index(folder: Path) -> dict:
+    path = folder / "cases.json"
     if not path.is_file():
-        pytest.skip(f"needs {path} (run `tox -e oracle` first)")
+        pytest.skip(f"needs {path} (run tools/oracles/qwen3-asr/oracle_asr.py --size {folder.name} first)")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module", params=SIZES)
+def folder(request: pytest.FixtureRequest, oracle_observations: Path) -> Path:
+    return oracle_observations / "asr" / request.param
 
 
 @pytest.fixture(scope="module")
-def index(oracle_observations: Path) -> dict:
-    return _index(oracle_observations)
+def index(folder: Path) -> dict:
+    return _index(folder)
+
+
+def _link_publisher_files(source: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.is_file() and not (target / item.name).exists():
+            try:
+                os.link(item, target / item.name)
+            except OSError:  # another file system
+                shutil.copyfile(item, target / item.name)
 
 
 @pytest.fixture(scope="module")
-def checkpoint(index: dict, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The oracle's checkpoint, regenerated from its seed and checked byte for byte."""
-    from onespeech_tools.checkpoints import make_checkpoint
+def checkpoint(folder: Path, index: dict, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The oracle's checkpoint, checked byte for byte against the digests it recorded."""
+    if index["size"] == "tiny":
+        from onespeech_tools.checkpoints import make_checkpoint
 
-    directory = make_checkpoint(tmp_path_factory.mktemp("parity-tiny"), "tiny", seed=index["seed"], data_dir=shared_data)
+        directory = tmp_path_factory.mktemp("parity-tiny")
+        make_checkpoint(directory, "tiny", seed=index["seed"], data_dir=shared_data)
+    else:
+        source = Path(index["checkpoint"]["path"])
+        if not (source / "config.json").is_file():
+            pytest.skip(f"the oracle's checkpoint {source} is gone; rerun the oracle")
+        directory = folder / "ours"
+        _link_publisher_files(source, directory)
     for name, info in index["checkpoint"]["files"].items():
         assert _sha256(directory / name) == info["sha256"], f"{name} differs from the oracle's checkpoint"
     return directory
@@ -86,11 +123,11 @@ CASE_NAMES = (
 )
 
 
-def _case(index: dict, oracle_observations: Path, name: str) -> tuple[dict, dict]:
+def _case(index: dict, folder: Path, name: str) -> tuple[dict, dict]:
     cases = {c["name"]: c for c in index["cases"]}
     if name not in cases:
         pytest.skip(f"the oracle did not record case {name}")
-    arrays = np.load(oracle_observations / "asr" / "tiny" / f"{name}.npz")
+    arrays = np.load(folder / f"{name}.npz")
     return cases[name], {k: arrays[k] for k in arrays.files}
 
 
@@ -104,8 +141,8 @@ def _run(recognizer: Qwen3Recognizer, case: dict, arrays: dict, steps: int, *, m
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_full_attention_parity(name: str, index: dict, oracle_observations: Path, recognizers) -> None:
-    case, arrays = _case(index, oracle_observations, name)
+def test_full_attention_parity(name: str, index: dict, folder: Path, recognizers) -> None:
+    case, arrays = _case(index, folder, name)
     result = _run(recognizers(case["context"]), case, arrays, index["steps"])
     assert result.prompt.ids.tolist() == arrays["prompt_ids"].tolist()
     assert relative_error(result.audio_embeds, arrays["encoder_output"]) <= TOLERANCE
@@ -116,8 +153,8 @@ def test_full_attention_parity(name: str, index: dict, oracle_observations: Path
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_greedy_past_an_early_end(name: str, index: dict, oracle_observations: Path, recognizers) -> None:
-    case, arrays = _case(index, oracle_observations, name)
+def test_greedy_past_an_early_end(name: str, index: dict, folder: Path, recognizers) -> None:
+    case, arrays = _case(index, folder, name)
     if "tokens_min_new" not in arrays:
         pytest.skip("the reference did not end early on this case")
     result = _run(recognizers(case["context"]), case, arrays, index["steps"], min_new=True)
@@ -125,8 +162,8 @@ def test_greedy_past_an_early_end(name: str, index: dict, oracle_observations: P
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_windowed_attention_parity(name: str, index: dict, oracle_observations: Path, recognizers) -> None:
-    case, arrays = _case(index, oracle_observations, name)
+def test_windowed_attention_parity(name: str, index: dict, folder: Path, recognizers) -> None:
+    case, arrays = _case(index, folder, name)
     if "windowed_encoder_output" not in arrays:
         pytest.skip("input within one 8 s window: windowed equals full")
     result = _run(recognizers(case["context"], "windowed"), case, arrays, index["steps"])

@@ -1,0 +1,280 @@
+"""Qwen3-ASR recognizer speed and memory: ours against the reference, same checkpoint and audio.
+
+    python benchmarks/bench_asr.py [--checkpoint DIR] [--tokens 32] [--threads 2] [--repeats 3]
+
+Loads the full-size seeded random 0.6B checkpoint (``onespeech_tools.checkpoints``;
+generated into ``--checkpoint`` if missing) in both systems and, for a 10 s and a
+30 s clip with a fixed number of generated tokens, prints per stage the median
+(min..max) of ours and of the reference (qwen-asr 0.0.6 on CPU torch, float32), and
+the ratio ours / reference:
+
+- load: warm load of the model (ours: runtime files already converted; the first
+  conversion is printed separately), features: log-mel, encoder: audio tower +
+  projector, prefill: prompt through the decoder up to the first token (reference:
+  ``generate(max_new_tokens=1)`` minus its encoder), decode: ms per further token
+  (``generate`` with N+1 forced tokens minus the 1-token run, over N), peak RSS.
+
+Each system runs in its own process (ours with this interpreter, the reference with
+``--reference-python``), one after the other, so peak RSS is per system. Run it under
+``flock /work/heavy.lock`` on shared machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_CHECKPOINT", "/work/scratch/qwen3-B/asr-0.6b"))
+DEFAULT_REFERENCE_PYTHON = "/work/refenv/bin/python"
+SR = 16000
+CLIPS = {"10 s": ("jfk.flac", 10.0), "30 s": ("multilingual_en_de.mp3", 30.0)}
+LANGUAGE = "English"
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+# -- workers -------------------------------------------------------------------------------
+
+
+def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
+    sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
+    from onespeech.features import log_mel_spectrogram
+    from onespeech.kernels.threads import thread_limit
+    from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+    from onespeech.qwen3.runtime import has_runtime
+
+    result: dict = {"stages": {}}
+    options = Qwen3Options(threads=args.threads, max_new_tokens=args.tokens + 1)
+    if not has_runtime(args.checkpoint, "fp32"):
+        seconds, rec = _timed(lambda: Qwen3Recognizer.load(args.checkpoint, options))
+        result["first_load_with_conversion_s"] = seconds
+        rec.close()
+    loads = []
+    for _ in range(args.repeats):
+        seconds, rec = _timed(lambda: Qwen3Recognizer.load(args.checkpoint, options))
+        loads.append(seconds)
+        rec.close()
+    result["stages"]["load"] = loads
+    rec = Qwen3Recognizer.load(args.checkpoint, options)
+    result["weights_bytes"] = int(sum(rec._model[n].nbytes for n in rec._model if n != "thinker.lm_head.weight"))
+    with thread_limit(args.threads):
+        for label, pcm in clips.items():
+            stages: dict[str, list[float]] = {"features": [], "encoder": [], "prefill": [], "decode": []}
+            rec.recognize(pcm, LANGUAGE, 2, min_new_tokens=2)  # warm-up: page in the weights
+            for _ in range(args.repeats):
+                t_feat, mel = _timed(lambda pcm=pcm: log_mel_spectrogram(pcm))
+                t_enc, _ = _timed(lambda mel=mel: rec.encoder.forward(mel))
+                t_one, _ = _timed(lambda pcm=pcm, mel=mel: rec.recognize(pcm, LANGUAGE, 1, mel=mel))
+                n = args.tokens
+                t_all, out = _timed(
+                    lambda pcm=pcm, mel=mel, n=n: rec.recognize(pcm, LANGUAGE, n + 1, mel=mel, min_new_tokens=n + 1)
+                )
+                assert len(out.generation.ids) == n + 1
+                stages["features"].append(t_feat)
+                stages["encoder"].append(t_enc)
+                stages["prefill"].append(t_one - t_enc)
+                stages["decode"].append((t_all - t_one) / n)
+            result["stages"][label] = stages
+    rec.close()
+    result["peak_rss"] = _peak_rss_bytes()
+    return result
+
+
+def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
+    import torch
+    from qwen_asr import Qwen3ASRModel
+
+    torch.set_num_threads(args.threads)
+    result: dict = {"stages": {}}
+    loads = []
+    asr = None
+    for _ in range(args.repeats):
+        del asr
+        seconds, asr = _timed(
+            lambda: Qwen3ASRModel.from_pretrained(str(args.checkpoint), dtype=torch.float32, device_map="cpu")
+        )
+        loads.append(seconds)
+    result["stages"]["load"] = loads
+    model = asr.model.eval()
+    thinker = model.thinker
+    result["weights_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
+    prompt = asr._build_text_prompt(context="", force_language=LANGUAGE)
+    with torch.no_grad():
+        for label, pcm in clips.items():
+            stages: dict[str, list[float]] = {"features": [], "encoder": [], "prefill": [], "decode": []}
+
+            def features(pcm=pcm):
+                return asr.processor(text=[prompt], audio=[pcm], return_tensors="pt", padding=True)
+
+            def generate(inputs, n):
+                return model.generate(**inputs, max_new_tokens=n, min_new_tokens=n)
+
+            inputs = features()
+            generate(inputs, 2)  # warm-up
+            for _ in range(args.repeats):
+                t_feat, inputs = _timed(features)
+                t_enc, _ = _timed(
+                    lambda inputs=inputs: thinker.get_audio_features(
+                        inputs["input_features"], feature_attention_mask=inputs["feature_attention_mask"]
+                    )
+                )
+                t_one, _ = _timed(lambda inputs=inputs: generate(inputs, 1))
+                n = args.tokens
+                t_all, out = _timed(lambda inputs=inputs, n=n: generate(inputs, n + 1))
+                assert out.sequences.shape[1] - inputs["input_ids"].shape[1] == n + 1
+                stages["features"].append(t_feat)
+                stages["encoder"].append(t_enc)
+                stages["prefill"].append(t_one - t_enc)
+                stages["decode"].append((t_all - t_one) / n)
+            result["stages"][label] = stages
+    result["peak_rss"] = _peak_rss_bytes()
+    result["versions"] = {"torch": torch.__version__}
+    return result
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+
+def _clips(work: Path) -> dict[str, Path]:
+    sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("kernels", "features")]
+    from onespeech.features import load_audio
+
+    data = Path(os.environ.get("ONESPEECH_TEST_DATA", ROOT.parent / "shared" / "data"))
+    paths = {}
+    for label, (name, seconds) in CLIPS.items():
+        pcm = load_audio(data / "audio" / name)[: int(seconds * SR)]
+        if pcm.shape[0] < int(seconds * SR):  # loop short sources to the clip length
+            pcm = np.resize(pcm, int(seconds * SR))
+        path = work / f"clip_{int(seconds)}s.npy"
+        np.save(path, pcm.astype(np.float32))
+        paths[label] = path
+    return paths
+
+
+def _prepare_checkpoint(directory: Path) -> None:
+    """The 0.6B checkpoint: link a generated one if available, else generate it."""
+    if (directory / "model.safetensors").is_file():
+        return
+    sys.path.insert(0, str(ROOT / "tools"))
+    from onespeech_tools.checkpoints import make_checkpoint
+
+    shared = Path("/work/scratch/checkpoints/asr-0.6b-seed0")
+    directory.mkdir(parents=True, exist_ok=True)
+    if (shared / "model.safetensors").is_file() and (shared / "model.safetensors").stat().st_size == 1_876_091_704:
+        for item in shared.iterdir():
+            if item.is_file():
+                os.link(item, directory / item.name) if item.stat().st_dev == directory.stat().st_dev else shutil.copy(
+                    item, directory / item.name
+                )
+        return
+    make_checkpoint(directory, "0.6b", seed=0, kind="asr")
+
+
+def _run_worker(python: str, system: str, args: argparse.Namespace, clips: dict[str, Path], out: Path) -> dict:
+    command = [
+        python, str(Path(__file__).resolve()), "--worker", system, "--result", str(out),
+        "--checkpoint", str(args.checkpoint), "--tokens", str(args.tokens), "--threads", str(args.threads),
+        "--repeats", str(args.repeats), "--clip-files", json.dumps({k: str(v) for k, v in clips.items()}),
+    ]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    subprocess.run(command, check=True, env=env)
+    return json.loads(out.read_text())
+
+
+def _fmt(values: list[float], scale: float, unit: str) -> str:
+    v = [x * scale for x in values]
+    return f"{statistics.median(v):8.1f} {unit} ({min(v):.1f}..{max(v):.1f})"
+
+
+def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
+    weights = ours["weights_bytes"]
+    # float32 decode reads every decoder matrix and the head once per token
+    floor_ms = weights / args.bandwidth_gbs / 1e9 * 1e3
+    for label in CLIPS:
+        print(f"\nqwen3-asr-0.6b fp32 | clip {label} | threads {args.threads} | tokens {args.tokens} "
+              f"| repeats {args.repeats} | {blas}")  # fmt: skip
+        print(f"{'stage':<16}{'ours median (min..max)':<32}{'reference median (min..max)':<34}ratio")
+        rows = [("load", "load", 1.0, "s")] + [
+            (name, name, 1e3, "ms") for name in ("features", "encoder", "prefill")
+        ] + [("decode", "decode", 1e3, "ms/tok")]  # fmt: skip
+        for name, key, scale, unit in rows:
+            o = ours["stages"][key] if key == "load" else ours["stages"][label][key]
+            r = ref["stages"][key] if key == "load" else ref["stages"][label][key]
+            ratio = statistics.median(o) / statistics.median(r)
+            extra = ""
+            if key == "decode":
+                extra = f"   memory-bound limit {floor_ms:.0f} ms/tok at {args.bandwidth_gbs:g} GB/s -> " \
+                        f"{floor_ms / (statistics.median(o) * 1e3):.0%}"  # fmt: skip
+            print(f"{name:<16}{_fmt(o, scale, unit):<32}{_fmt(r, scale, unit):<34}{ratio:5.2f}{extra}")
+    gib = 1 << 30
+    print(f"\npeak RSS        ours {ours['peak_rss'] / gib:.2f} GiB   reference {ref['peak_rss'] / gib:.2f} GiB   "
+          f"ratio {ours['peak_rss'] / ref['peak_rss']:.2f}   ours / fp32 weights ({weights / gib:.2f} GiB) = "
+          f"{ours['peak_rss'] / weights:.2f} (target <= 1.10)")  # fmt: skip
+    if "first_load_with_conversion_s" in ours:
+        print(f"first load (converts publisher files to FP32 runtime files): {ours['first_load_with_conversion_s']:.1f} s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
+    parser.add_argument("--tokens", type=int, default=32, help="generated tokens per decode measurement")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--reference-python", default=DEFAULT_REFERENCE_PYTHON if Path(DEFAULT_REFERENCE_PYTHON).exists() else sys.executable)
+    parser.add_argument("--bandwidth-gbs", type=float, default=30.0, help="memory bandwidth for the decode floor")
+    parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--worker", choices=("ours", "reference"), help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--clip-files", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        clips = {k: np.load(v) for k, v in json.loads(args.clip_files).items()}
+        fn = worker_ours if args.worker == "ours" else worker_reference
+        args.result.write_text(json.dumps(fn(args, clips)))
+        return 0
+
+    _prepare_checkpoint(args.checkpoint)
+    with tempfile.TemporaryDirectory(prefix="bench_asr_") as tmp:
+        work = Path(tmp)
+        clips = _clips(work)
+        ours = _run_worker(sys.executable, "ours", args, clips, work / "ours.json")
+        if args.skip_reference:
+            print(json.dumps(ours, indent=1))
+            return 0
+        ref = _run_worker(args.reference_python, "reference", args, clips, work / "reference.json")
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version')}" for i in threadpool_info() if i["user_api"] == "blas"}))
+    except ImportError:
+        blas = "blas unknown"
+    print(f"python {platform.python_version()} | numpy {np.__version__} | torch {ref.get('versions', {}).get('torch')}")
+    _table(ours, ref, args, blas)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
