@@ -232,3 +232,23 @@ def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_d
     assert starts == sorted(starts) and result.segments[-1].end <= 75.0
     assert all(s.end - s.start <= 30.0 for s in result.segments)
     assert result.text == " ".join(s.text for s in result.segments)
+
+
+# -- precision ---------------------------------------------------------------------------------
+
+
+def test_bfloat16_precision_keeps_bf16_weights_and_rounds_activations(model_dir, recognizer) -> None:
+    from onespeech.kernels import ops
+
+    with Qwen3Recognizer.load(model_dir, Qwen3Options(precision=Precision.BFLOAT16, threads=1)) as bf16:
+        assert (model_dir / "manifest.bf16.json").is_file()
+        assert bf16._model["thinker.model.embed_tokens.weight"].dtype == np.uint16
+        pcm = tone(1.0)
+        from onespeech.features import log_mel_spectrogram
+
+        mel = log_mel_spectrogram(pcm)
+        got = bf16.encoder.forward(mel)
+        want = recognizer.encoder.forward(mel)
+        assert np.array_equal(got, ops.round_bf16(got))
+        assert np.abs(got - want).max() / np.abs(want).max() < 0.05
+        assert len(bf16.generate(pcm, max_new_tokens=3)) == 3
