@@ -252,3 +252,32 @@ def test_bfloat16_precision_keeps_bf16_weights_and_rounds_activations(model_dir,
         assert np.array_equal(got, ops.round_bf16(got))
         assert np.abs(got - want).max() / np.abs(want).max() < 0.05
         assert len(bf16.generate(pcm, max_new_tokens=3)) == 3
+
+
+def test_long_file_with_the_real_vad(model_dir, shared_data, monkeypatch, tmp_path) -> None:
+    from onespeech.features import load_audio
+
+    pcm = load_audio(shared_data / "audio" / "multilingual_en_de.mp3")  # 59.9 s
+    options = Qwen3Options(max_new_tokens=8)
+    vad_path = shared_data / "models" / "silero_vad.onnx"
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))  # the VAD's converted file goes here
+    with Qwen3Recognizer.load(model_dir, options, vad=vad_path) as rec:
+        spans = []
+
+        def generate(embeds, max_new, eos, cancel, **kw):
+            spans.append(embeds.shape[0])
+            return answer(rec, f"part {len(spans)}")
+
+        monkeypatch.setattr(rec.decoder, "generate", generate)
+        result = rec.transcribe(pcm, language="en")
+    assert len(result.segments) == len(spans) >= 2
+    assert all(0 < s.end - s.start <= 30.0 for s in result.segments)
+    assert all(a.end <= b.start for a, b in zip(result.segments[:-1], result.segments[1:], strict=True))
+    assert result.segments[-1].end <= pcm.shape[0] / SR
+    assert result.text == " ".join(f"part {i}" for i in range(1, len(spans) + 1))
+
+
+def test_long_file_without_a_vad_says_what_to_pass(model_dir) -> None:
+    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8)) as rec:
+        with pytest.raises(RuntimeError, match="vad="):
+            rec.transcribe(tone(31.0), language="en")
