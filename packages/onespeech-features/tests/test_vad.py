@@ -3,7 +3,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.features import NonFiniteSampleError, SileroVad, VadModelError, convert_silero_onnx
+from onespeech.features import (
+    NonFiniteSampleError,
+    PcmShapeError,
+    SileroVad,
+    VadModelError,
+    convert_silero_onnx,
+)
 from onespeech.features.silero_convert import read_silero_onnx
 from onespeech.kernels.tensorfile import write_tensor_file
 
@@ -79,11 +85,22 @@ def test_empty_and_exact_multiple_lengths(vad: SileroVad) -> None:
     assert vad.speech_probabilities(np.zeros(1025, dtype=np.float32)).shape == (3,)
 
 
-def test_nonfinite_samples_are_refused(vad: SileroVad) -> None:
+def test_nonfinite_samples_are_refused_with_their_stream_index(vad: SileroVad) -> None:
     pcm = np.zeros(5000, dtype=np.float32)
     pcm[4321] = np.nan
     with pytest.raises(NonFiniteSampleError, match="sample 4321"):
-        vad.stream().feed(pcm)
+        vad.speech_probabilities(pcm)
+    stream = vad.stream()
+    stream.feed(np.zeros(1000, dtype=np.float32))
+    with pytest.raises(NonFiniteSampleError, match="sample 5321 is nan"):
+        stream.feed(pcm)
+
+
+def test_multichannel_or_integer_input_is_refused(vad: SileroVad) -> None:
+    with pytest.raises(PcmShapeError, match="1-D float32"):
+        vad.speech_probabilities(np.zeros((1000, 2), dtype=np.float32))
+    with pytest.raises(PcmShapeError, match="int16"):
+        vad.stream().feed(np.zeros(1000, dtype=np.int16))
 
 
 def test_onnx_is_converted_once_and_the_runtime_file_loads(onnx_path: Path, tmp_path: Path) -> None:

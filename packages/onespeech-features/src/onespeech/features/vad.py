@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from onespeech.features.errors import VadModelError
+from onespeech.features.errors import NonFiniteSampleError, PcmShapeError, VadModelError
 from onespeech.features.pcm import validate_pcm
 from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.kernels.errors import TensorFileError
@@ -245,9 +245,14 @@ class VadStream:
         """
         if self._finished:
             raise ValueError("this VAD stream is finished; call reset() to start a new one")
-        samples = np.asarray(pcm, dtype=np.float32).reshape(-1)
-        if samples.size and not np.isfinite(samples).all():
-            validate_pcm(samples)  # raises NonFiniteSampleError naming the sample
+        samples = np.asarray(pcm)
+        if samples.ndim != 1 or not np.issubdtype(samples.dtype, np.floating):
+            raise PcmShapeError(f"VAD input has shape {samples.shape} and dtype {samples.dtype}; "
+                                "expected 1-D float32 samples of 16 kHz mono audio")
+        samples = samples.astype(np.float32, copy=False)
+        if not np.isfinite(samples).all():
+            index = int(np.argmin(np.isfinite(samples)))
+            raise NonFiniteSampleError(self.n_samples + index, float(samples[index]))
         self.n_samples += samples.shape[0]
         out = []
         while samples.shape[0]:
