@@ -80,6 +80,14 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A copy as numpy; bfloat16 (which numpy lacks) widened exactly to float32."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    return tensor.numpy().copy()
+
+
 class Recorder:
     """Forward hooks on the thinker, the audio tower and the output head."""
 
@@ -100,13 +108,13 @@ class Recorder:
     def _thinker_pre(self, module, args, kwargs):
         if self.prefill is None:
             self.prefill = {
-                key: kwargs[key].detach().cpu().numpy().copy()
+                key: _numpy(kwargs[key])
                 for key in ("input_ids", "attention_mask", "input_features", "feature_attention_mask")
                 if kwargs.get(key) is not None
             }
 
     def _audio_out(self, module, args, output):
-        self.encoder.append(output.last_hidden_state.detach().cpu().numpy().copy())
+        self.encoder.append(_numpy(output.last_hidden_state))
 
     def _head_out(self, module, args, output):
         # prefill computes the head for every prompt position; the next token uses the last
@@ -235,7 +243,7 @@ def check_head(asr, ckpt_dir: Path) -> dict:
     from safetensors import safe_open
 
     thinker = asr.model.thinker
-    head = thinker.lm_head.weight
+    head = thinker.lm_head.weight.float()
     names = set()
     stored = {}
     for path in sorted(ckpt_dir.glob("*.safetensors")):
@@ -248,7 +256,8 @@ def check_head(asr, ckpt_dir: Path) -> dict:
     return {
         "head_equals_stored_embed_tokens": bool(torch.equal(head, stored["thinker.model.embed_tokens.weight"])),
         "head_equals_stored_lm_head": bool(torch.equal(head, stored["thinker.lm_head.weight"])),
-        "head_shares_embedding_parameter": head.data_ptr() == thinker.model.embed_tokens.weight.data_ptr(),
+        "head_shares_embedding_parameter": thinker.lm_head.weight.data_ptr()
+        == thinker.model.embed_tokens.weight.data_ptr(),
         "checkpoint_names_equal_reference_state_dict": names == reference_names,
         "n_tensors": len(names),
         "n_parameters": int(sum(p.numel() for p in asr.model.state_dict().values())),
@@ -264,12 +273,17 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=Path, help="reuse this generated checkpoint (default: OUT/asr/<size>/ckpt)")
     parser.add_argument("--cases", nargs="*", help="run only these case names")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32",
+        help="reference compute dtype; bfloat16 writes OUT/asr/<size>-bf16/ (issue 5 comparisons)",
+    )
     args = parser.parse_args()
 
     from qwen_asr import Qwen3ASRModel
 
     torch.set_num_threads(args.threads)
-    out = args.out / "asr" / args.size
+    dtype = getattr(torch, args.dtype)
+    out = args.out / "asr" / (args.size if args.dtype == "float32" else f"{args.size}-bf16")
     out.mkdir(parents=True, exist_ok=True)
     ckpt = args.checkpoint or out / "ckpt"
     start = time.perf_counter()
@@ -279,7 +293,7 @@ def main() -> int:
     files = {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)} for p in sorted(ckpt.iterdir()) if p.is_file()}
 
     start = time.perf_counter()
-    asr = Qwen3ASRModel.from_pretrained(str(ckpt), dtype=torch.float32, device_map="cpu", max_new_tokens=args.steps)
+    asr = Qwen3ASRModel.from_pretrained(str(ckpt), dtype=dtype, device_map="cpu", max_new_tokens=args.steps)
     seconds_load = time.perf_counter() - start
     asr.model.eval()
     head = check_head(asr, ckpt)
@@ -311,6 +325,7 @@ def main() -> int:
     summary = {
         "format_version": FORMAT_VERSION,
         "size": args.size,
+        "dtype": args.dtype,
         "seed": args.seed,
         "steps": args.steps,
         "checkpoint": {"path": str(ckpt), "files": files},
