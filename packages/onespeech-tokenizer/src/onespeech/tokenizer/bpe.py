@@ -9,7 +9,8 @@ cost one dict lookup.
 from __future__ import annotations
 
 import heapq
-from itertools import pairwise
+import operator
+from itertools import pairwise, repeat
 
 from .bytelevel import to_byte_chars
 
@@ -131,9 +132,11 @@ class BytePairEncoder:
 
 def _ranks_are_monotone(merges: list[tuple[str, str]]) -> bool:
     """True if each merge ranks after the merges that produce its two parts."""
-    made_at: dict[str, int] = {}
-    for rank, (first, second) in enumerate(merges):
-        if made_at.get(first, -1) >= rank or made_at.get(second, -1) >= rank:
-            return False
-        made_at.setdefault(first + second, rank)
-    return True
+    ranks = range(len(merges))
+    # token -> rank of the first merge making it (reversed, so the first one wins)
+    made_at = dict(zip(map("".join, reversed(merges)), reversed(ranks), strict=True))
+    firsts, seconds = zip(*merges, strict=True) if merges else ((), ())
+    # C-level iterators throughout: this runs over ~151k merges
+    return all(map(operator.lt, map(made_at.get, firsts, repeat(-1)), ranks)) and all(
+        map(operator.lt, map(made_at.get, seconds, repeat(-1)), ranks)
+    )
