@@ -4,7 +4,7 @@
 platform can target (x86-64: generic, avx2, avx512; elsewhere: generic), each
 copy is cythonized with one directive set (sklearn's: language_level 3,
 boundscheck / wraparound / initializedcheck off unless ONESPEECH_KERNELS_DEBUG=1,
-cdivision on) and compiled with its ISA flags next to the sources, so editable
+cdivision on) and compiled with its ISA flags and moved next to the sources (atomically), so editable
 installs import them from the source tree and wheels ship them as artifacts.
 OpenMP is probed with a tiny program first; without it the kernels build and
 run sequentially, with a loud warning. No -ffast-math: parity needs IEEE order.
@@ -135,11 +135,21 @@ def build_extensions(root: Path) -> list[Path]:
     modules = cythonize(extensions, compiler_directives=_directives(), quiet=True)
     dist = Distribution({"ext_modules": modules, "package_dir": {"": "src"}, "script_name": "hatch_build.py"})
     cmd = build_ext(dist)
-    cmd.inplace = True
     cmd.build_temp = str(root / "build" / "temp")
+    cmd.build_lib = str(root / "build" / "lib")
     cmd.ensure_finalized()
     cmd.run()
-    return [root / Path(cmd.get_ext_fullpath(ext.name)) for ext in modules]
+    built = []
+    for ext in modules:
+        # install next to the sources by rename, never by rewriting in place:
+        # processes that have the old library mapped keep their copy intact
+        name = cmd.get_ext_filename(ext.name)
+        target = root / "src" / name
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.copyfile(root / "build" / "lib" / name, tmp)
+        os.replace(tmp, target)
+        built.append(target)
+    return built
 
 
 class CustomBuildHook(BuildHookInterface):
@@ -152,7 +162,7 @@ class CustomBuildHook(BuildHookInterface):
             return
         root = Path(self.root)
         cwd = os.getcwd()
-        os.chdir(root)  # setuptools resolves in-place outputs against the cwd
+        os.chdir(root)  # extension sources are given relative to the project root
         try:
             built = build_extensions(root)
         finally:

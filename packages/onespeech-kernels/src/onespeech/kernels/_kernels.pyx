@@ -21,6 +21,7 @@ cdef extern from "_kernels_impl.h" nogil:
                           const float *bias, float *y, os_idx N, os_idx n0, os_idx n1)
     void os_dot_f32_rows(const float *x, os_idx M, const float *W, os_idx K,
                          const float *bias, float *y, os_idx N, os_idx n0, os_idx n1)
+    float os_stream_sum(const float *a, os_idx n)
     void os_rms_norm_row(const float *x, const float *w, float eps, float *y, os_idx D)
     void os_rope_token(const float *x, const float *c, const float *s, float *y,
                        os_idx n_heads, os_idx hd)
@@ -114,6 +115,17 @@ def linear_f32(const float[:, ::1] x,    # IN  (M, K)
     for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
         os_dot_f32_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,
                         b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+
+
+def stream_sum(const float[::1] a,  # IN
+               int n_threads):
+    """sum(a) in per-thread chunks: reads memory at full speed (bandwidth probe)."""
+    cdef os_idx n = a.shape[0], c, n_chunks = (n + 64 * CHUNK - 1) // (64 * CHUNK)
+    cdef int nt = _threads_for(n_chunks, n_threads)
+    cdef double total = 0
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
+        total += os_stream_sum(&a[c * 64 * CHUNK], min(64 * CHUNK, n - c * 64 * CHUNK))
+    return total
 
 
 # ---- normalisation, positions, activations -----------------------------------------

@@ -145,11 +145,38 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
             s[0] += x0[k] * wk; s[1] += x1[k] * wk; s[2] += x2[k] * wk; s[3] += x3[k] * wk; \
         }                                                                       \
     }                                                                           \
-    /* y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for rows n in [n0, n1) */       \
+    /* four consecutive weight rows against one activation row: four DRAM    \
+     * streams in flight and one x load per four FMAs (decode GEMV) */         \
+    static inline void NAME##_r4(const float *x, const WT *w, os_idx K, float *s) { \
+        vf a0 = os_splat(0), a1 = a0, a2 = a0, a3 = a0;                         \
+        os_idx k = 0;                                                           \
+        for (; k + OS_LANES <= K; k += OS_LANES) {                              \
+            vf xv = os_load_f32(x + k);                                         \
+            a0 += xv * LOADW(w + k);                                            \
+            a1 += xv * LOADW(w + K + k);                                        \
+            a2 += xv * LOADW(w + 2 * K + k);                                    \
+            a3 += xv * LOADW(w + 3 * K + k);                                    \
+        }                                                                       \
+        s[0] = os_hsum(a0); s[1] = os_hsum(a1); s[2] = os_hsum(a2); s[3] = os_hsum(a3); \
+        for (; k < K; k++) {                                                    \
+            s[0] += x[k] * SCALARW(w[k]); s[1] += x[k] * SCALARW(w[K + k]);     \
+            s[2] += x[k] * SCALARW(w[2 * K + k]); s[3] += x[k] * SCALARW(w[3 * K + k]); \
+        }                                                                       \
+    }                                                                           \
+    /* y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for rows n in [n0, n1); n0 must \
+     * be a multiple of 4 so row grouping never depends on the thread split */ \
     static void NAME##_rows(const float *x, os_idx M, const WT *W, os_idx K,   \
                             const float *bias, float *y, os_idx N, os_idx n0,  \
                             os_idx n1) {                                        \
-        for (os_idx n = n0; n < n1; n++) {                                      \
+        os_idx n = n0;                                                          \
+        if (M == 1) {                                                           \
+            for (; n + 4 <= n1; n += 4) {                                       \
+                float s[4];                                                     \
+                NAME##_r4(x, W + n * K, K, s);                                  \
+                for (int j = 0; j < 4; j++) y[n + j] = s[j] + (bias ? bias[n + j] : 0.0f); \
+            }                                                                   \
+        }                                                                       \
+        for (; n < n1; n++) {                                                   \
             const WT *w = W + n * K;                                            \
             float b = bias ? bias[n] : 0.0f;                                    \
             os_idx m = 0;                                                       \
@@ -170,6 +197,21 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
 #define OS_ID(v) (v)
 OS_DEFINE_DOT(os_dot_bf16, uint16_t, os_load_bf16, os_bf16_scalar)
 OS_DEFINE_DOT(os_dot_f32, float, os_load_f32, OS_ID)
+
+/* sum of n floats, four accumulators: a memory-read probe for benchmarks */
+static float os_stream_sum(const float *a, os_idx n) {
+    vf a0 = os_splat(0), a1 = a0, a2 = a0, a3 = a0;
+    os_idx i = 0;
+    for (; i + 4 * OS_LANES <= n; i += 4 * OS_LANES) {
+        a0 += os_load_f32(a + i);
+        a1 += os_load_f32(a + i + OS_LANES);
+        a2 += os_load_f32(a + i + 2 * OS_LANES);
+        a3 += os_load_f32(a + i + 3 * OS_LANES);
+    }
+    float s = os_hsum((a0 + a1) + (a2 + a3));
+    for (; i < n; i++) s += a[i];
+    return s;
+}
 
 /* ---- normalisation and activations -------------------------------------- */
 
@@ -204,24 +246,79 @@ static void os_rope_token(const float *x, const float *c, const float *s, float 
     }
 }
 
+/* exp for a vector: libm's expf in the scalar generic build; in SIMD builds
+ * Cephes' expf (range reduction by ln 2, degree-6 polynomial, 2^n through the
+ * exponent bits), within 2 ulp over the clamped range [-87.3, 88.7] */
+#if OS_LANES == 1
+static inline vf os_exp(vf x) { return expf(x); }
+#else
+typedef int32_t vi __attribute__((vector_size(4 * OS_LANES)));
+static inline vf os_select(vi mask, vf a, vf b) { /* mask ? a : b, lane-wise */
+    return (vf)(((vi)a & mask) | ((vi)b & ~mask));
+}
+static inline vf os_exp(vf x) {
+    x = os_select(x > os_splat(88.72283f), os_splat(88.72283f), x);
+    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
+    vf fx = x * 1.44269504088896341f + 0.5f;
+    vi n = __builtin_convertvector(fx, vi); /* truncation; fix up to floor */
+    vf nf = __builtin_convertvector(n, vf);
+    vi over = nf > fx;
+    n += over;                               /* mask is -1 where trunc > floor */
+    nf = __builtin_convertvector(n, vf);
+    vf r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
+    vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    vi e = (n + 127) << 23;
+    return p * (vf)e;
+}
+#endif
+
+static inline vf os_silu_v(vf g) { return g / (1.0f + os_exp(-g)); }
+
 static void os_swiglu(const float *g, const float *u, float *y, os_idx n) {
-    for (os_idx i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    os_idx i = 0;
+    for (; i + OS_LANES <= n; i += OS_LANES)
+        os_store_f32(y + i, os_silu_v(os_load_f32(g + i)) * os_load_f32(u + i));
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void os_silu(const float *x, float *y, os_idx n) {
-    for (os_idx i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+    os_idx i = 0;
+    for (; i + OS_LANES <= n; i += OS_LANES) os_store_f32(y + i, os_silu_v(os_load_f32(x + i)));
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-/* erf GELU with ATen's vectorised erf (Abramowitz & Stegun 7.1.26) */
+/* erf GELU with ATen's vectorised erf (Abramowitz & Stegun 7.1.26):
+ * x * 0.5 * (1 + sign(z) * (1 - t * r(t) * exp(-z^2))), z = x / sqrt(2) */
+static inline float os_gelu_1(float x) {
+    float z = x * 0.70710678118654752440f;
+    float a = fabsf(z);
+    float t = 1.0f / (0.3275911f * a + 1.0f);
+    float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
+    float e = 1.0f + (-expf(-(z * z)) * t) * r;
+    return x * 0.5f * (1.0f + copysignf(e, z));
+}
+
 static void os_gelu(const float *x, float *y, os_idx n) {
-    for (os_idx i = 0; i < n; i++) {
-        float z = x[i] * 0.70710678118654752440f;
-        float a = fabsf(z);
-        float t = 1.0f / (0.3275911f * a + 1.0f);
-        float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
-        float e = 1.0f + (-expf(-(z * z)) * t) * r;
-        y[i] = x[i] * 0.5f * (1.0f + copysignf(e, z));
+    os_idx i = 0;
+#if OS_LANES > 1
+    const vi sign = (vi){0} + (int32_t)0x80000000;
+    for (; i + OS_LANES <= n; i += OS_LANES) {
+        vf xv = os_load_f32(x + i);
+        vf z = xv * 0.70710678118654752440f;
+        vf a = (vf)((vi)z & ~sign);
+        vf t = 1.0f / (0.3275911f * a + 1.0f);
+        vf r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
+        vf e = 1.0f + (-os_exp(-(z * z)) * t) * r;
+        e = (vf)((vi)e | ((vi)z & sign)); /* e >= 0, so OR-ing the sign is copysign */
+        os_store_f32(y + i, xv * 0.5f * (1.0f + e));
     }
+#endif
+    for (; i < n; i++) y[i] = os_gelu_1(x[i]);
 }
 
 /* ---- attention for one query row and one head ------------------------------

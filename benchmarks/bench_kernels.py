@@ -1,0 +1,123 @@
+"""GEMV at Qwen3-ASR-0.6B decoder shapes: numpy float32 (the anchor) vs our kernels.
+
+Decode multiplies one activation row by every weight matrix once per token, so
+it is bound by memory bandwidth: the weights never fit in cache. Each shape is
+therefore timed over enough distinct copies of the matrix (>= 512 MiB of
+float32) that every call reads from DRAM, as in a real decode step. Per round,
+numpy, ours-f32 and ours-bf16 alternate; tables print medians (min..max) per
+call, GB/s of weight bytes read, the ratio to numpy's median and the fraction
+of the read bandwidth measured in the same run.
+
+    flock /work/heavy.lock python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import onespeech.kernels
+from onespeech.kernels import ops
+from onespeech.kernels.threads import set_threads
+
+# (name, N, K, uses per decoded token) for hidden 1024, 16 q heads / 8 kv heads of
+# 128, intermediate 3072, 28 layers, vocabulary 151936 (configs/Qwen3-ASR-0.6B)
+LAYERS = 28
+SHAPES = [
+    ("q_proj", 2048, 1024, LAYERS),
+    ("k_proj,v_proj", 1024, 1024, 2 * LAYERS),
+    ("o_proj", 1024, 2048, LAYERS),
+    ("gate,up", 3072, 1024, 2 * LAYERS),
+    ("down", 1024, 3072, LAYERS),
+    ("lm_head", 151936, 1024, 1),
+]
+COLD_BYTES = 512 << 20  # float32 bytes streamed per timed pass
+
+
+def bandwidth_gbs(threads: int, rounds: int) -> list[float]:
+    """Read bandwidth: sum a 512 MiB float32 array with the compiled kernel."""
+    kern = ops._kernels
+    a = np.full(COLD_BYTES // 4, 1.0, np.float32)
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        kern.stream_sum(a, threads)
+        out.append(a.nbytes / (time.perf_counter() - t0) / 1e9)
+    return out
+
+
+def time_pass(fn: Callable[[int], object], copies: int) -> float:
+    """Seconds per call, averaged over one pass through every copy."""
+    t0 = time.perf_counter()
+    for i in range(copies):
+        fn(i)
+    return (time.perf_counter() - t0) / copies
+
+
+def bench_shape(n: int, k: int, rounds: int) -> dict[str, list[float]]:
+    copies = max(1, -(-COLD_BYTES // (n * k * 4)))
+    w32 = [np.full((n, k), 0.01, np.float32) for _ in range(copies)]
+    w16 = [np.full((n, k), 0x3C23, np.uint16) for _ in range(copies)]  # bf16 0.00995
+    x = np.full((1, k), 0.5, np.float32)
+    impls = {
+        "numpy f32": lambda i: x @ w32[i].T,
+        "ours f32": lambda i: ops.linear(x, w32[i]),
+        "ours bf16": lambda i: ops.linear(x, w16[i]),
+    }
+    for fn in impls.values():  # warm-up: first-touch, thread pools
+        time_pass(fn, min(copies, 2))
+    times: dict[str, list[float]] = {name: [] for name in impls}
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            times[name].append(time_pass(fn, copies))
+    return times
+
+
+def fmt(ts: list[float]) -> str:
+    return f"{statistics.median(ts) * 1e3:8.3f} ({min(ts) * 1e3:.3f}..{max(ts) * 1e3:.3f})"
+
+
+def run(threads: int, rounds: int) -> None:
+    set_threads(threads)
+    bw = bandwidth_gbs(threads, rounds)
+    bw_med = statistics.median(bw)
+    print(f"\nkernels GEMV 1 x K @ (N x K).T | {onespeech.kernels.describe()}")
+    print(f"read bandwidth (stream_sum 512 MiB): {bw_med:.1f} GB/s median ({min(bw):.1f}..{max(bw):.1f})")
+    head = f"{'shape':<14}{'N x K':>14}  {'impl':<10}{'ms/call median (min..max)':>34}{'GB/s':>7}{'ratio':>7}{'% bw':>6}"
+    print(head)
+    print("-" * len(head))
+    per_token = {"numpy f32": 0.0, "ours f32": 0.0, "ours bf16": 0.0}
+    for name, n, k, uses in SHAPES:
+        times = bench_shape(n, k, rounds)
+        anchor = statistics.median(times["numpy f32"])
+        for impl, ts in times.items():
+            med = statistics.median(ts)
+            nbytes = n * k * (2 if "bf16" in impl else 4)
+            gbs = nbytes / med / 1e9
+            print(f"{name:<14}{f'{n} x {k}':>14}  {impl:<10}{fmt(ts):>34}{gbs:7.1f}{med / anchor:7.2f}"
+                  f"{100 * gbs / bw_med:5.0f}%")
+            per_token[impl] += med * uses
+    anchor = per_token["numpy f32"]
+    print("decode GEMVs per token (sum of medians x uses): "
+          + " | ".join(f"{impl} {t * 1e3:.1f} ms ({t / anchor:.2f}x)" for impl, t in per_token.items()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    args = parser.parse_args()
+    if ops._kernels is None:
+        print("compiled kernels are not built; install onespeech-kernels with its build hook")
+        return 1
+    for t in args.threads:
+        run(t, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
