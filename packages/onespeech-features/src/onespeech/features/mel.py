@@ -29,6 +29,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
+from onespeech.kernels.threads import thread_limit
 
 N_FFT = 400  # 25 ms window at 16 kHz
 HOP_LENGTH = 160  # 10 ms hop
@@ -75,7 +76,10 @@ def log_mel(pcm: np.ndarray, max_seconds: float = ALIGNMENT_MAX_SECONDS) -> np.n
     n_frames = samples.shape[0] // HOP_LENGTH
     if n_frames == 0:
         return np.zeros((N_MELS, 0), dtype=np.float32)
-    log_spec = _log10_mel_power(samples, n_frames)
+    # the filter products are small (256 x ~20 x 16): a multi-threaded BLAS pool only
+    # adds wake-ups (twice slower on a busy machine), so they run on one thread
+    with thread_limit(1):
+        log_spec = _log10_mel_power(samples, n_frames)
     log_spec = np.maximum(log_spec, log_spec.max() - np.float32(8.0))
     log_spec += np.float32(4.0)
     log_spec /= np.float32(4.0)

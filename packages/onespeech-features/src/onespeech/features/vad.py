@@ -26,6 +26,8 @@ require identical boundaries.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,7 @@ from onespeech.features.pcm import validate_pcm
 from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.kernels.errors import TensorFileError
 from onespeech.kernels.tensorfile import read_tensor_file
+from onespeech.kernels.threads import thread_limit
 
 WINDOW_SAMPLES = 512  # 32 ms at 16 kHz
 CONTEXT_SAMPLES = 64  # carried from the previous window
@@ -229,6 +232,7 @@ class VadStream:
         self.n_samples = 0  # samples fed so far
         self.n_windows = 0  # probabilities returned so far
         self._finished = False
+        self._blas_limited = False
 
     def feed(self, pcm: np.ndarray) -> np.ndarray:
         """Score every window completed by this block.
@@ -255,14 +259,35 @@ class VadStream:
             raise NonFiniteSampleError(self.n_samples + index, float(samples[index]))
         self.n_samples += samples.shape[0]
         out = []
-        while samples.shape[0]:
-            room = self._audio.shape[0] - self._filled
-            take = min(room, samples.shape[0])
-            self._audio[self._filled : self._filled + take] = samples[:take]
-            self._filled += take
-            samples = samples[take:]
-            out.append(self._score_complete_windows())
+        # a large block scores several groups: limit BLAS once for all of them
+        with self._one_blas_thread() if samples.shape[0] >= WINDOW_SAMPLES else nullcontext():
+            while samples.shape[0]:
+                room = self._audio.shape[0] - self._filled
+                take = min(room, samples.shape[0])
+                self._audio[self._filled : self._filled + take] = samples[:take]
+                self._filled += take
+                samples = samples[take:]
+                out.append(self._score_complete_windows())
         return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+    @contextmanager
+    def _one_blas_thread(self) -> Iterator[None]:
+        """Run the network with one BLAS thread.
+
+        Its products are small (32-window groups, a 128 x 512 step per window):
+        a multi-threaded BLAS pool only adds wake-ups, which on a busy machine made
+        the VAD 15 times slower. One thread also keeps the rounding independent of
+        the pool size.
+        """
+        if self._blas_limited:
+            yield
+            return
+        self._blas_limited = True
+        try:
+            with thread_limit(1):
+                yield
+        finally:
+            self._blas_limited = False
 
     def finish(self) -> np.ndarray:
         """Score the last, zero-padded partial window (if any) and end the stream."""
@@ -280,6 +305,10 @@ class VadStream:
         complete = (self._filled - CONTEXT_SAMPLES) // WINDOW_SAMPLES
         if complete == self._scored:
             return np.zeros(0, dtype=np.float32)
+        with self._one_blas_thread():
+            return self._score_group(complete)
+
+    def _score_group(self, complete: int) -> np.ndarray:
         # the whole group is always computed with the same shape (see module docstring)
         self._windows[:complete] = sliding_window_view(self._audio[: CONTEXT_SAMPLES + complete * WINDOW_SAMPLES],
                                                        _INPUT)[::WINDOW_SAMPLES]
