@@ -81,6 +81,13 @@ def test_blocks_lie_on_one_sample_clock_for_any_block_size(tmp_path: Path, block
     np.testing.assert_array_equal(np.concatenate(pieces), whole)
 
 
+def test_empty_file_gives_no_samples(tmp_path: Path) -> None:
+    path = _write(tmp_path / "empty.wav", np.zeros((0, 2), dtype=np.float32), 44100)
+    with AudioFileSource(path) as source:
+        assert list(source) == [] and source.position == 0
+    assert load_audio(path).shape == (0,)
+
+
 def test_source_reports_the_input_format(tmp_path: Path) -> None:
     path = _write(tmp_path / "f.wav", _tone(8000, 8000, 3), 8000, subtype="PCM_16")
     with AudioFileSource(path) as source:

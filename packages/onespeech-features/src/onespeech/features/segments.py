@@ -18,6 +18,7 @@ gives the same regions.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from onespeech.features.pcm import SAMPLE_RATE
@@ -107,8 +108,14 @@ class SpeechSegmenter:
         self._temp_end = 0  # first silent window of the current silence run (0: none)
         self._pending: list[_Pending] = []  # closed regions not yet returned
 
-    def feed(self, probabilities) -> list[SpeechRegion]:  # type: ignore[no-untyped-def]
-        """Consume window probabilities; return the regions that are now final."""
+    def feed(self, probabilities: Iterable[float]) -> list[SpeechRegion]:
+        """Consume window probabilities; return the regions that are now final.
+
+        Parameters
+        ----------
+        probabilities : iterable of float (e.g. ndarray[float32], shape (k,))
+            The next windows' speech probabilities, in order.
+        """
         threshold, exit_threshold = self.options.threshold, self.options.exit_threshold
         for p in map(float, probabilities):
             position = WINDOW_SAMPLES * self._window
