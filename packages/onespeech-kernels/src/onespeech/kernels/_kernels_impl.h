@@ -334,12 +334,18 @@ static void os_attention_row(const float *q, const float *k, const float *v, os_
         if (sj > mx) mx = sj;
     }
     float sum = 0.0f;
-    for (os_idx j = 0; j < n_keys; j++) {
+    os_idx j = 0;
+    for (; j + OS_LANES <= n_keys; j += OS_LANES) {
+        vf e = os_exp(os_load_f32(scores + j) - mx);
+        os_store_f32(scores + j, e);
+        sum += os_hsum(e);
+    }
+    for (; j < n_keys; j++) {
         float e = expf(scores[j] - mx);
         scores[j] = e;
         sum += e;
     }
-    for (os_idx j = 0; j < n_keys; j++) scores[j] = scores[j] / sum;
+    for (j = 0; j < n_keys; j++) scores[j] = scores[j] / sum;
     for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;
     for (os_idx j = 0; j < n_keys; j++) {
         const float *vj = v + j * kv_stride;

@@ -21,7 +21,7 @@ _kernels = _cpu.select_variant()
 # batches up to this many rows go through the compiled bf16 GEMV (weights read
 # once, activations reused from cache); larger ones expand weight row blocks to
 # float32 and use BLAS GEMM, whose arithmetic intensity wins there
-_BF16_GEMV_MAX_ROWS = 8
+_BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
 _F32_GEMV_MAX_ROWS = 1
 # weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
