@@ -62,12 +62,13 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
     sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
     from onespeech.features import log_mel_spectrogram
     from onespeech.kernels.threads import thread_limit
-    from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+    from onespeech.qwen3 import Precision, Qwen3Options, Qwen3Recognizer
     from onespeech.qwen3.runtime import has_runtime
 
     result: dict = {"stages": {}}
-    options = Qwen3Options(threads=args.threads, max_new_tokens=args.tokens + 1)
-    if not has_runtime(args.checkpoint, "fp32"):
+    precision = Precision(args.precision)
+    options = Qwen3Options(threads=args.threads, max_new_tokens=args.tokens + 1, precision=precision)
+    if not has_runtime(args.checkpoint, args.precision):
         seconds, rec = _timed(lambda: Qwen3Recognizer.load(args.checkpoint, options))
         result["first_load_with_conversion_s"] = seconds
         rec.close()
@@ -107,13 +108,14 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
     from qwen_asr import Qwen3ASRModel
 
     torch.set_num_threads(args.threads)
+    dtype = torch.float32 if args.precision == "fp32" else torch.bfloat16
     result: dict = {"stages": {}}
     loads = []
     asr = None
     for _ in range(args.repeats):
         del asr
         seconds, asr = _timed(
-            lambda: Qwen3ASRModel.from_pretrained(str(args.checkpoint), dtype=torch.float32, device_map="cpu")
+            lambda: Qwen3ASRModel.from_pretrained(str(args.checkpoint), dtype=dtype, device_map="cpu")
         )
         loads.append(seconds)
     result["stages"]["load"] = loads
@@ -126,7 +128,8 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
             stages: dict[str, list[float]] = {"features": [], "encoder": [], "prefill": [], "decode": []}
 
             def features(pcm=pcm):
-                return asr.processor(text=[prompt], audio=[pcm], return_tensors="pt", padding=True)
+                inputs = asr.processor(text=[prompt], audio=[pcm], return_tensors="pt", padding=True)
+                return inputs.to(model.dtype)  # as qwen-asr does: features in the model's dtype
 
             def generate(inputs, n):
                 return model.generate(**inputs, max_new_tokens=n, min_new_tokens=n)
@@ -196,7 +199,7 @@ def _run_worker(python: str, system: str, args: argparse.Namespace, clips: dict[
     command = [
         python, str(Path(__file__).resolve()), "--worker", system, "--result", str(out),
         "--checkpoint", str(args.checkpoint), "--tokens", str(args.tokens), "--threads", str(args.threads),
-        "--repeats", str(args.repeats), "--clip-files", json.dumps({k: str(v) for k, v in clips.items()}),
+        "--repeats", str(args.repeats), "--precision", args.precision, "--clip-files", json.dumps({k: str(v) for k, v in clips.items()}),
     ]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     subprocess.run(command, check=True, env=env)
@@ -210,10 +213,10 @@ def _fmt(values: list[float], scale: float, unit: str) -> str:
 
 def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
     weights = ours["weights_bytes"]
-    # float32 decode reads every decoder matrix and the head once per token
+    # decode reads every decoder matrix and the head once per token
     floor_ms = weights / args.bandwidth_gbs / 1e9 * 1e3
     for label in CLIPS:
-        print(f"\nqwen3-asr-0.6b fp32 | clip {label} | threads {args.threads} | tokens {args.tokens} "
+        print(f"\n{args.checkpoint.name} {args.precision} | clip {label} | threads {args.threads} | tokens {args.tokens} "
               f"| repeats {args.repeats} | {blas}")  # fmt: skip
         print(f"{'stage':<16}{'ours median (min..max)':<32}{'reference median (min..max)':<34}ratio")
         rows = [("load", "load", 1.0, "s")] + [
@@ -230,10 +233,10 @@ def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
             print(f"{name:<16}{_fmt(o, scale, unit):<32}{_fmt(r, scale, unit):<34}{ratio:5.2f}{extra}")
     gib = 1 << 30
     print(f"\npeak RSS        ours {ours['peak_rss'] / gib:.2f} GiB   reference {ref['peak_rss'] / gib:.2f} GiB   "
-          f"ratio {ours['peak_rss'] / ref['peak_rss']:.2f}   ours / fp32 weights ({weights / gib:.2f} GiB) = "
+          f"ratio {ours['peak_rss'] / ref['peak_rss']:.2f}   ours / {args.precision} weights ({weights / gib:.2f} GiB) = "
           f"{ours['peak_rss'] / weights:.2f} (target <= 1.10)")  # fmt: skip
     if "first_load_with_conversion_s" in ours:
-        print(f"first load (converts publisher files to FP32 runtime files): {ours['first_load_with_conversion_s']:.1f} s")
+        print(f"first load (converts publisher files to {args.precision} runtime files): {ours['first_load_with_conversion_s']:.1f} s")
 
 
 def main() -> int:
@@ -244,6 +247,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-python", default=DEFAULT_REFERENCE_PYTHON if Path(DEFAULT_REFERENCE_PYTHON).exists() else sys.executable)
     parser.add_argument("--bandwidth-gbs", type=float, default=30.0, help="memory bandwidth for the decode floor")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--worker", choices=("ours", "reference"), help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
