@@ -139,3 +139,13 @@ def test_info_reports_variant_openmp_threads_blas() -> None:
     assert isinstance(i["openmp"], bool) and i["threads"] >= 1
     assert "generic" in i["supported"]
     assert "kernels " in onespeech.kernels.describe()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_threads_setting_changes_the_threads_that_run(variant: str) -> None:
+    kern = cpu.load_variant(variant)
+    assert kern.parallel_threads(1) == 1
+    if not kern.OPENMP:
+        pytest.skip("built without OpenMP: kernels run on one thread")
+    assert kern.parallel_threads(2) == 2
+    assert kern.parallel_threads(3) == 3  # not capped by the core count: threads are what the user asked

@@ -49,6 +49,18 @@ cdef inline os_idx _threads_for(os_idx n_tasks, int n_threads) noexcept nogil:
     return n_threads if n_threads < n_tasks else n_tasks
 
 
+def parallel_threads(int n_threads):
+    """How many distinct OpenMP threads a `prange` with ``n_threads`` really runs (1 without OpenMP)."""
+    cdef int seen[256]
+    cdef Py_ssize_t t, n_tasks = 4 * max(1, min(n_threads, 256))
+    cdef int nt = max(1, min(n_threads, 256))
+    for t in range(256):
+        seen[t] = 0
+    for t in prange(n_tasks, nogil=True, schedule="static", num_threads=nt):
+        seen[threadid()] = 1
+    return sum([seen[t] for t in range(256)])
+
+
 # ---- bfloat16 conversions (flat arrays) --------------------------------------
 
 def bf16_to_f32(const unsigned short[::1] inp,  # IN
