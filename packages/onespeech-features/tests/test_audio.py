@@ -209,3 +209,18 @@ def test_mp3_read_in_small_blocks_decodes_like_one_read(shared_data: Path) -> No
     clip = shared_data / "audio" / "multilingual_en_de.mp3"
     with AudioFileSource(clip, block_frames=4096) as small, AudioFileSource(clip, block_frames=1 << 22) as one:
         np.testing.assert_array_equal(small.read_all(), one.read_all())
+
+
+@pytest.mark.parametrize(
+    ("fmt", "subtype", "rate"),
+    [("FLAC", "PCM_16", 22050), ("OGG", "VORBIS", 44100), ("OGG", "OPUS", 48000), ("MP3", "MPEG_LAYER_III", 44100)],
+)
+def test_compressed_formats_decode_to_16k(tmp_path: Path, fmt: str, subtype: str, rate: int) -> None:
+    if subtype not in soundfile.available_subtypes(fmt):
+        pytest.skip(f"the installed libsndfile cannot write {fmt}/{subtype}")
+    data = _tone(rate * 2, rate, 2)
+    path = _write(tmp_path / f"t.{fmt.lower()}", data, rate, fmt, subtype)
+    out = load_audio(path)
+    assert out.dtype == np.float32
+    assert abs(out.shape[0] - 32000) <= 32000 * 0.05  # codec priming/padding aside, 2 s at 16 kHz
+    assert 0.05 < float(np.sqrt(np.mean(out**2))) < 0.5  # the tone survived
