@@ -22,6 +22,10 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_dot_f32_rows(const float *x, os_idx M, const float *W, os_idx K,
                          const float *bias, float *y, os_idx N, os_idx n0, os_idx n1)
     float os_stream_sum(const float *a, os_idx n)
+    int OS_PAIR_GEMV
+    void os_pair_permute(const float *x, float *xp, os_idx K)
+    void os_gemv_bf16_rows(const float *x, const float *xp, const unsigned short *W, os_idx K,
+                           const float *bias, float *y, os_idx n0, os_idx n1)
     void os_rms_norm_row(const float *x, const float *w, float eps, float *y, os_idx D)
     void os_rope_token(const float *x, const float *c, const float *s, float *y,
                        os_idx n_heads, os_idx hd)
@@ -105,7 +109,21 @@ def linear_bf16(const float[:, ::1] x,            # IN  (M, K)
     cdef os_idx b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
     cdef const float *bp = &bias[0] if bias is not None else NULL
     cdef int nt = _threads_for(n_blocks, n_threads)
+    cdef float *xp
     if M == 0 or N == 0:
+        return
+    if M == 1 and OS_PAIR_GEMV:
+        # decode: the activation row permuted once, weights read as bf16 pairs
+        xp = <float *> malloc(max(1, K) * sizeof(float))
+        if xp == NULL:
+            raise MemoryError(f"bf16 GEMV needs {K} float32 of scratch")
+        try:
+            os_pair_permute(&x[0, 0], xp, K)
+            for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
+                os_gemv_bf16_rows(&x[0, 0], xp, &w[0, 0], K, bp, &y[0, 0],
+                                  b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+        finally:
+            free(xp)
         return
     for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
         os_dot_bf16_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,

@@ -49,13 +49,22 @@ typedef float vf __attribute__((vector_size(4 * OS_LANES)));
 typedef uint32_t vu __attribute__((vector_size(4 * OS_LANES)));
 typedef uint16_t vh __attribute__((vector_size(2 * OS_LANES)));
 #define OS_U16_TO_U32(h) __builtin_convertvector((h), vu)
+/* pairwise halving (lane i += lane i + half, repeatedly): a fixed order, the
+ * same on every call, spelled out so that -O2 builds need no loop */
 static inline float os_hsum(vf v) {
-    /* pairwise halving: a fixed order, the same on every call */
+#if OS_LANES == 16
+    float t0 = (v[0] + v[8]) + (v[4] + v[12]), t1 = (v[1] + v[9]) + (v[5] + v[13]);
+    float t2 = (v[2] + v[10]) + (v[6] + v[14]), t3 = (v[3] + v[11]) + (v[7] + v[15]);
+    return (t0 + t2) + (t1 + t3);
+#elif OS_LANES == 8
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+#else
     float t[OS_LANES];
     memcpy(t, &v, sizeof t);
     for (int w = OS_LANES / 2; w > 0; w /= 2)
         for (int i = 0; i < w; i++) t[i] += t[i + w];
     return t[0];
+#endif
 }
 static inline vf os_splat(float a) { return (vf){0} + a; }
 #endif
@@ -197,6 +206,67 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
 #define OS_ID(v) (v)
 OS_DEFINE_DOT(os_dot_bf16, uint16_t, os_load_bf16, os_bf16_scalar)
 OS_DEFINE_DOT(os_dot_f32, float, os_load_f32, OS_ID)
+
+/* ---- bf16 decode GEMV on pairs ---------------------------------------------
+ * Two bf16 weights share one 32-bit word: on a little-endian machine
+ * (word << 16) is the even element as float32 and (word & 0xFFFF0000) the odd
+ * one, two cheap lane-local operations instead of a widening shuffle. The
+ * activation row is permuted once per call to match: per block of 2*LANES
+ * values, the even ones then the odd ones (os_pair_permute). */
+
+static inline vf os_bits_to_f32(vu u) {
+    vf f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+#define OS_PAIR (2 * OS_LANES)
+
+static void os_pair_permute(const float *x, float *xp, os_idx K) {
+    os_idx k = 0;
+    for (; k + OS_PAIR <= K; k += OS_PAIR)
+        for (os_idx j = 0; j < OS_LANES; j++) {
+            xp[k + j] = x[k + 2 * j];
+            xp[k + OS_LANES + j] = x[k + 2 * j + 1];
+        }
+    for (; k < K; k++) xp[k] = x[k];
+}
+
+/* y[n] = x . w[n] (+ bias[n]) for n in [n0, n1), n0 a multiple of 4; x is
+ * given both as is (tails) and pair-permuted (xp) */
+static void os_gemv_bf16_rows(const float *x, const float *xp, const uint16_t *W, os_idx K,
+                              const float *bias, float *y, os_idx n0, os_idx n1) {
+    const vu hi = (vu){0} + 0xFFFF0000u;
+    os_idx kk = K - K % OS_PAIR;
+    for (os_idx n = n0; n < n1; n += 4) {
+        os_idx rows = n1 - n < 4 ? n1 - n : 4;
+        const uint16_t *w[4];
+        for (int r = 0; r < 4; r++) w[r] = W + (n + (r < rows ? r : 0)) * K;
+        vf e0 = os_splat(0), e1 = e0, e2 = e0, e3 = e0, o0 = e0, o1 = e0, o2 = e0, o3 = e0;
+        for (os_idx k = 0; k < kk; k += OS_PAIR) {
+            vf xe = os_load_f32(xp + k), xo = os_load_f32(xp + k + OS_LANES);
+            vu u0, u1, u2, u3;
+            memcpy(&u0, w[0] + k, sizeof u0);
+            memcpy(&u1, w[1] + k, sizeof u1);
+            memcpy(&u2, w[2] + k, sizeof u2);
+            memcpy(&u3, w[3] + k, sizeof u3);
+            e0 += xe * os_bits_to_f32(u0 << 16); o0 += xo * os_bits_to_f32(u0 & hi);
+            e1 += xe * os_bits_to_f32(u1 << 16); o1 += xo * os_bits_to_f32(u1 & hi);
+            e2 += xe * os_bits_to_f32(u2 << 16); o2 += xo * os_bits_to_f32(u2 & hi);
+            e3 += xe * os_bits_to_f32(u3 << 16); o3 += xo * os_bits_to_f32(u3 & hi);
+        }
+        float s[4] = {os_hsum(e0 + o0), os_hsum(e1 + o1), os_hsum(e2 + o2), os_hsum(e3 + o3)};
+        for (os_idx k = kk; k < K; k++)
+            for (int r = 0; r < 4; r++) s[r] += x[k] * os_bf16_scalar(w[r][k]);
+        for (os_idx r = 0; r < rows; r++) y[n + r] = s[r] + (bias ? bias[n + r] : 0.0f);
+    }
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define OS_PAIR_GEMV 1
+#else
+#define OS_PAIR_GEMV 0
+#endif
 
 /* sum of n floats, four accumulators: a memory-read probe for benchmarks */
 static float os_stream_sum(const float *a, os_idx n) {
