@@ -141,7 +141,8 @@ class AudioEncoder:
                 f"({self.dims.num_mel_bins}, n_frames >= 1)"
             )
         r = self._round
-        hidden, window = self._embed_chunks(mel, cancel)
+        # BF16: qwen-asr casts the input features to the model dtype
+        hidden, window = self._embed_chunks(r(np.ascontiguousarray(mel)), cancel)
         bounds = self._attention_blocks(hidden.shape[0], window if attention == "windowed" else None)
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)
