@@ -256,3 +256,20 @@ def test_argmax_first_maximum() -> None:
     assert ops.argmax(np.array([1, np.nan, 7], np.float32)) == 1
     with pytest.raises(ValueError, match="empty"):
         ops.argmax(np.zeros(0, np.float32))
+
+
+def test_readonly_memmapped_weights_and_strided_inputs(tmp_path) -> None:
+    from onespeech.kernels.tensorfile import read_tensor_file, write_tensor_file
+
+    w32 = randn(40, 24)
+    write_tensor_file(tmp_path / "w.bin", {"w": w32, "w16": ops.f32_to_bf16(w32), "g": randn(24)}, {})
+    with read_tensor_file(tmp_path / "w.bin") as tf:
+        assert not tf["w"].flags.writeable
+        x = randn(24, 3).T  # not C-contiguous
+        for name in ("w", "w16"):
+            w64 = (ops.bf16_to_f32(tf[name]) if name == "w16" else tf[name]).astype(np.float64)
+            assert rel_err(ops.linear(x, tf[name]), x.astype(np.float64) @ w64.T) < 1e-5
+            assert rel_err(ops.linear(x[:1], tf[name]), x[:1].astype(np.float64) @ w64.T) < 1e-5
+        x64 = x.astype(np.float64)
+        want = tf["g"] * (x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6))
+        assert rel_err(ops.rms_norm(x, tf["g"], 1e-6), want) < 2e-6
