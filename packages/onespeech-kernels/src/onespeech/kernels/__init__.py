@@ -6,9 +6,17 @@ compiled variant runs it, whether it has OpenMP, the thread count and the BLAS.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __version__ = "0.1.0"
+
+# numpy's OpenBLAS keeps its worker threads spinning for ~2^28 cycles after
+# each threaded call (measured here: ~50 ms of a core), which starves our
+# OpenMP kernels on small machines; 2^4 makes them sleep at once. OpenBLAS
+# reads this when numpy is first imported, so it only takes effect when
+# onespeech is imported before numpy; a value set by the user wins.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 def info() -> dict[str, Any]:

@@ -53,10 +53,20 @@ def supported_variants() -> list[str]:
     return [name for name, need in VARIANTS.items() if all(f in have for f in need)]
 
 
+# libgomp's idle workers spin for GOMP_SPINCOUNT iterations (300000 by default,
+# milliseconds) before sleeping; numpy's OpenBLAS keeps its own pool, so a long
+# spin after each of our regions steals a core from the next BLAS call on a
+# 2-core machine. A short spin still covers the microseconds between decode
+# kernels. Read by libgomp when it loads, i.e. before our first import; a
+# value set by the user wins.
+_GOMP_SPINCOUNT = "20000"
+
+
 def load_variant(name: str) -> ModuleType | None:
     """Import the compiled kernels of one variant; None if it was not built."""
     if name not in VARIANTS:
         raise ValueError(f"unknown kernel variant {name!r}; known: {', '.join(VARIANTS)}")
+    os.environ.setdefault("GOMP_SPINCOUNT", _GOMP_SPINCOUNT)
     try:
         return importlib.import_module(f"onespeech.kernels._kernels_{name}")
     except ImportError:
