@@ -171,3 +171,49 @@ def test_windowed_attention_parity(name: str, index: dict, folder: Path, recogni
     assert relative_error(result.generation.first_logits, arrays["windowed_first_logits"]) <= TOLERANCE
     want = [t for t in arrays["windowed_tokens"].tolist() if t not in (151643, 151645)]
     assert result.generation.ids == want
+
+
+# -- BF16 (issue 5): ours against the reference run in bfloat16 -----------------------------------
+
+
+def _prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def test_bf16_is_as_close_to_fp32_as_the_reference_bf16(oracle_observations: Path, shared_data: Path, tmp_path_factory) -> None:
+    """Ours-BF16 stays as close to the FP32 reference as the reference's own BF16 run.
+
+    BF16 does not promise bit-identical output across runtimes; what it must do is
+    agree with FP32 at least as often as the reference's BF16 does (greedy ids,
+    summed over the cases), with encoder outputs no further from FP32 than the
+    reference's BF16 ones (x1.5: bf16 rounding points differ between runtimes).
+    """
+    from onespeech.qwen3.recognizer import Precision
+    from onespeech_tools.checkpoints import make_checkpoint
+
+    fp32_dir, bf16_dir = oracle_observations / "asr" / "tiny", oracle_observations / "asr" / "tiny-bf16"
+    fp32_index, bf16_index = _index(fp32_dir), _index(bf16_dir)
+    directory = tmp_path_factory.mktemp("parity-tiny-bf16")
+    make_checkpoint(directory, "tiny", seed=bf16_index["seed"], data_dir=shared_data)
+    fp32_tokens = {c["name"]: [t for t in c["tokens"] if t not in (151643, 151645)] for c in fp32_index["cases"]}
+    ours_agree = reference_agree = 0
+    made: dict[str, Qwen3Recognizer] = {}
+    try:
+        for case in bf16_index["cases"]:
+            if case["context"] not in made:
+                options = Qwen3Options(context=case["context"], threads=2, precision=Precision.BFLOAT16)
+                made[case["context"]] = Qwen3Recognizer.load(directory, options)
+            arrays = np.load(bf16_dir / f"{case['name']}.npz")
+            fp32 = np.load(fp32_dir / f"{case['name']}.npz")
+            result = _run(made[case["context"]], case, arrays, bf16_index["steps"])
+            assert result.prompt.ids.tolist() == arrays["prompt_ids"].tolist()
+            ours_error = relative_error(result.audio_embeds, fp32["encoder_output"])
+            reference_error = relative_error(arrays["encoder_output"], fp32["encoder_output"])
+            assert ours_error <= 1.5 * reference_error, case["name"]
+            want = fp32_tokens[case["name"]]
+            ours_agree += _prefix(result.generation.ids, want)
+            reference_agree += _prefix([t for t in case["tokens"] if t not in (151643, 151645)], want)
+    finally:
+        for recognizer in made.values():
+            recognizer.close()
+    assert ours_agree >= reference_agree
