@@ -13,6 +13,9 @@ of the read bandwidth measured in the same run.
 
 from __future__ import annotations
 
+# onespeech before numpy: it shortens OpenBLAS's idle spinning, read at numpy's import
+import onespeech.kernels  # isort: skip
+
 import argparse
 import statistics
 import time
@@ -20,7 +23,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-import onespeech.kernels
 from onespeech.kernels import ops
 from onespeech.kernels.threads import set_threads
 
