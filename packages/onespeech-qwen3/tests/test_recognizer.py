@@ -91,6 +91,8 @@ def test_close_releases_the_mapped_files(model_dir) -> None:
         model = rec._model
         assert len(model) > 0
     assert len(model) == 0
+    with pytest.raises(ValueError, match="closed"):
+        rec.transcribe(tone(1.0))
 
 
 def test_load_honours_cancellation(model_dir) -> None:

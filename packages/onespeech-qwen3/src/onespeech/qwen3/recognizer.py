@@ -128,6 +128,7 @@ class Qwen3Recognizer:
         self.encoder = AudioEncoder(model, self.config, bf16_activations=bf16)
         self.decoder = Qwen3Decoder(model, self.config, bf16_activations=bf16)
         self._vad = vad
+        self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -151,8 +152,9 @@ class Qwen3Recognizer:
         cancel : threading.Event-like, callable or None
             Checked before and after the (possibly long) conversion.
         vad : SileroVad | path | None
-            Voice activity detector for inputs over 30 s; None loads the default
-            Silero VAD the first time one is needed.
+            Voice activity detector for inputs over 30 s (a loaded ``SileroVad`` or
+            the path of ``silero_vad.onnx``), loaded the first time one is needed.
+            Without one, inputs over 30 s raise RuntimeError naming this argument.
 
         Raises
         ------
@@ -182,9 +184,13 @@ class Qwen3Recognizer:
 
     def close(self) -> None:
         """Release the mapped runtime files and the decoder's buffers."""
+        self._closed = True
         self.decoder.release()
-        if self._model is not None:
-            self._model.close()
+        self._model.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("this Qwen3Recognizer is closed; load the model again to recognise more audio")
 
     def __enter__(self) -> Qwen3Recognizer:
         return self
@@ -222,6 +228,7 @@ class Qwen3Recognizer:
             A chunk reached ``options.max_new_tokens`` before the model ended it.
         RecognitionCancelled
         """
+        self._check_open()
         pcm = validate_pcm(audio)
         name = self.languages.resolve(language)
         if pcm.shape[0] == 0:
@@ -243,6 +250,7 @@ class Qwen3Recognizer:
         (default: the options' value) without raising. For research, parity checks
         and benchmarks; :meth:`transcribe` is built on the same steps.
         """
+        self._check_open()
         limit = self.options.max_new_tokens if max_new_tokens is None else _check_max_new_tokens(max_new_tokens)
         name = self.languages.resolve(language)
         pcm = validate_pcm(audio, max_samples=MAX_CHUNK_SAMPLES)
@@ -267,6 +275,7 @@ class Qwen3Recognizer:
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
         """
+        self._check_open()
         if mel is None:
             mel = log_mel_spectrogram(pcm)
         audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
