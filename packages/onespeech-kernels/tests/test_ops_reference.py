@@ -235,9 +235,10 @@ def test_attention_gqa_and_causal(n_q, n_kv, n_heads, n_kv_heads, causal_offset)
 def test_attention_query_blocks(monkeypatch) -> None:
     from onespeech.kernels import reference
 
-    monkeypatch.setattr(reference, "_SCORE_BYTES", 4 * 4 * 10 * 3)  # 3 queries per block
-    q, k, v = randn(8, 4, 8), randn(10, 2, 8), randn(10, 2, 8)
-    assert rel_err(ops.attention(q, k, v, 0.3, 2), _attention64(q, k, v, 0.3, 2)) < 2e-6
+    monkeypatch.setattr(reference, "_SCORE_BYTES", 4 * 4 * 20 * 3)  # 3 queries per block
+    q, k, v = randn(12, 4, 8), randn(20, 2, 8), randn(20, 2, 8)
+    for causal in (2, 8, None):  # causal blocks multiply only the keys they can see
+        assert rel_err(ops.attention(q, k, v, 0.3, causal), _attention64(q, k, v, 0.3, causal)) < 2e-6
 
 
 def test_attention_rejects_bad_input() -> None:

@@ -32,6 +32,7 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_swiglu(const float *g, const float *u, float *y, os_idx n)
     void os_silu(const float *x, float *y, os_idx n)
     void os_gelu(const float *x, float *y, os_idx n)
+    void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale)
     void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
                           os_idx n_keys, os_idx hd, float scale, float *scores, float *out)
 
@@ -217,6 +218,23 @@ def gelu(const float[::1] x,  # IN
     cdef int nt = _threads_for(n_chunks, n_threads)
     for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
         os_gelu(&x[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+def scaled_softmax(float[:, ::1] s,               # IN/OUT (R, n_kv) scores -> probabilities
+                   Py_ssize_t queries,            # rows r are query first_query + r % queries
+                   Py_ssize_t first_query,
+                   Py_ssize_t causal_offset,      # < 0: every key is visible
+                   float scale,
+                   int n_threads):
+    """s[r] = softmax(s[r] * scale) over the keys query i may see (j <= causal_offset + i), 0 elsewhere."""
+    cdef os_idx R = s.shape[0], n = s.shape[1], r, i, n_vis
+    cdef int nt = _threads_for(R * n // CHUNK, n_threads)
+    if R == 0 or n == 0:
+        return
+    for r in prange(R, nogil=True, schedule="static", num_threads=nt):
+        i = first_query + r % queries
+        n_vis = n if causal_offset < 0 else min(n, causal_offset + i + 1)
+        os_scaled_softmax_row(&s[r, 0], n_vis, n, scale)
 
 
 # ---- attention over a KV cache -------------------------------------------------------

@@ -391,6 +391,29 @@ static void os_gelu(const float *x, float *y, os_idx n) {
     for (; i < n; i++) y[i] = os_gelu_1(x[i]);
 }
 
+/* one row of attention scores in place: p = softmax(s * scale) over the first
+ * n_vis keys, 0 for the masked keys after them (prefill: BLAS computes s) */
+static void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
+    float mx = -INFINITY;
+    for (os_idx j = 0; j < n_vis; j++) {
+        s[j] *= scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    float sum = 0.0f;
+    os_idx j = 0;
+    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
+        vf e = os_exp(os_load_f32(s + j) - mx);
+        os_store_f32(s + j, e);
+        sum += os_hsum(e);
+    }
+    for (; j < n_vis; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    for (j = 0; j < n_vis; j++) s[j] = s[j] / sum; /* divide, as the reference does */
+    for (; j < n; j++) s[j] = 0.0f;
+}
+
 /* ---- attention for one query row and one head ------------------------------
  * scores[j] = (q . k_j) * scale for the n_keys visible keys, softmax in float32,
  * out = sum_j p_j v_j. k and v rows are kv_stride floats apart (the KV cache

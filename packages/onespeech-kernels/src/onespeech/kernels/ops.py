@@ -428,11 +428,41 @@ def attention(
         causal_offset = int(causal_offset)
     if k.shape[0] == 0 and q.shape[0]:
         raise ValueError("attention needs at least one key")
-    if _kernels is None or q.shape[0] > _ATTENTION_MAX_QUERIES:
+    if _kernels is None:
         return _ref.attention(q, k, v, float(scale), causal_offset)
+    if q.shape[0] > _ATTENTION_MAX_QUERIES:
+        return _attention_blocked(q, k, v, float(scale), causal_offset)
     out = np.empty(q.shape, np.float32)
     _kernels.attention(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
     return out
+
+
+def _attention_blocked(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal_offset: int | None
+) -> np.ndarray:
+    """Prefill/encoder attention: BLAS for q k^T and p v, our kernel for the masked softmax.
+
+    Queries go in blocks (scores near 32 MiB); a causal block only multiplies the
+    keys its last query can see.
+    """
+    n_q, n_heads, head_dim = q.shape
+    n_kv, n_kv_heads, _ = k.shape
+    group = n_heads // n_kv_heads
+    qh = q.transpose(1, 0, 2).reshape(n_kv_heads, group, n_q, head_dim)
+    kh = k.transpose(1, 2, 0)  # [n_kv_heads, hd, n_kv]
+    vh = v.transpose(1, 0, 2)  # [n_kv_heads, n_kv, hd]
+    out = np.empty((n_kv_heads, group, n_q, head_dim), dtype=np.float32)
+    block = max(1, _ref._SCORE_BYTES // (4 * n_heads * max(1, n_kv)))
+    nt = get_threads()
+    for i0 in range(0, n_q, block):
+        i1 = min(n_q, i0 + block)
+        keys = n_kv if causal_offset is None else min(n_kv, causal_offset + i1)
+        scores = np.matmul(qh[:, :, i0:i1], kh[:, None, :, :keys])  # [n_kv_heads, group, b, keys]
+        _kernels.scaled_softmax(
+            scores.reshape(-1, keys), i1 - i0, i0, -1 if causal_offset is None else causal_offset, scale, nt
+        )
+        np.matmul(scores, vh[:, None, :keys], out=out[:, :, i0:i1])
+    return np.ascontiguousarray(out.reshape(n_heads, n_q, head_dim).transpose(1, 0, 2))
 
 
 def argmax(x: np.ndarray) -> int:
