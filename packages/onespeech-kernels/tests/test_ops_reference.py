@@ -274,3 +274,10 @@ def test_readonly_memmapped_weights_and_strided_inputs(tmp_path) -> None:
         x64 = x.astype(np.float64)
         want = tf["g"] * (x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6))
         assert rel_err(ops.rms_norm(x, tf["g"], 1e-6), want) < 2e-6
+
+
+def test_elementwise_ops_keep_zero_dim_shape() -> None:
+    x = np.array(0.5, np.float32)
+    for fn in (ops.gelu, ops.silu, ops.round_bf16):
+        assert fn(x).shape == ()
+    assert ops.swiglu(x, x).shape == () and ops.f32_to_bf16(x).shape == ()

@@ -57,7 +57,8 @@ def _array(name: str, a: object, dtypes: tuple[type, ...] = (np.float32,)) -> np
     if a.dtype.type not in dtypes:
         allowed = " or ".join(np.dtype(d).name for d in dtypes)
         raise ValueError(f"{name} has dtype {a.dtype}; expected {allowed}")
-    return np.ascontiguousarray(a)
+    # (np.ascontiguousarray would turn a 0-d array into a 1-d one)
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
 def _ndim(name: str, a: np.ndarray, ndim: int, layout: str) -> None:
