@@ -25,8 +25,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "tokenize":
         from onespeech.tokenizer import Qwen3Tokenizer
 
-        tokenizer = Qwen3Tokenizer.load(args.tokenizer_dir)
-        print(" ".join(str(i) for i in tokenizer.encode(args.text)))
+        try:
+            tokenizer = Qwen3Tokenizer.load(args.tokenizer_dir)
+            ids = tokenizer.encode(args.text)
+        except (OSError, ValueError) as e:
+            print(f"onespeech tokenize: {e}", file=sys.stderr)
+            return 1
+        print(" ".join(str(i) for i in ids))
         return 0
     parser.print_help(sys.stderr)
     return 2
