@@ -30,22 +30,25 @@ def _cases(oracle_observations: Path, size: str) -> tuple[Path, list[dict]]:
     return folder, json.loads((folder / "cases.json").read_text(encoding="utf-8"))
 
 
-def _check_parity(folder: Path, cases: list[dict], threads: int) -> list[str]:
-    report = []
+def _check_parity(folder: Path, cases: list[dict], threads: int) -> None:
+    """Identical ids and argmax slots, logits within REL_TOL, for every case (all reported)."""
     named = folder / "checkpoint.txt"
     checkpoint = Path(named.read_text(encoding="utf-8").strip()) if named.is_file() else folder / "checkpoint"
+    rows, failed = [], []
     with Qwen3ForcedAligner.load(checkpoint, threads=threads) as aligner:
         for case in cases:
             want = np.load(folder / f"{case['name']}.npz")
             got = aligner.timestamp_logits(want["pcm"], case["units"])
             np.testing.assert_array_equal(got.input_ids, want["input_ids"], err_msg=case["name"])
             ref = want["timestamp_logits"]
-            assert got.logits.shape == ref.shape
+            assert got.logits.shape == ref.shape, case["name"]
             rel = float(np.abs(got.logits - ref).max() / np.abs(ref).max())
-            report.append(f"{case['name']}: rel {rel:.2e}")
-            assert rel <= REL_TOL, case["name"]
-            np.testing.assert_array_equal(got.logits.argmax(axis=-1), want["slots"], err_msg=case["name"])
-    return report
+            slot_diffs = int((got.logits.argmax(axis=-1) != want["slots"]).sum())
+            rows.append(f"{case['name']}: logits rel {rel:.2e}, {slot_diffs} of {len(ref)} slots differ")
+            if rel > REL_TOL or slot_diffs:
+                failed.append(case["name"])
+    print("\n".join(rows))
+    assert not failed, "; ".join(rows)
 
 
 def test_tiny_aligner_matches_reference(oracle_observations):
