@@ -11,6 +11,7 @@ our unit rules must also produce the reference's units from the same text.
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from pathlib import Path
 
@@ -58,6 +59,8 @@ def test_tiny_aligner_matches_reference(oracle_observations):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("ONESPEECH_FULL_SIZE") != "1",
+                    reason="full-size run (several GiB): set ONESPEECH_FULL_SIZE=1 and hold the machine lock")
 def test_full_size_aligner_matches_reference(oracle_observations):
     """0.6B shape: run the oracle with --size 0.6b first (several GiB; use the machine lock)."""
     folder, cases = _cases(oracle_observations, "0.6b")
