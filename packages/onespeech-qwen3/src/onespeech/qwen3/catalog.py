@@ -97,6 +97,7 @@ class CatalogEntry:
     provenance: str = ""
     license_url: str | None = None
     default: bool = False
+    package: str | None = None  # PyPI distribution (pypi-wheel sources)
     path: Path | None = field(default=None, compare=False)  # the JSON file it came from
 
     def file(self, name: str) -> PublisherFile:
@@ -279,7 +280,7 @@ def entry_from_data(data: Any, source: str = "<data>", path: Path | None = None)
         id=data["id"], kind=data["kind"], license=data["license"], source_type=src["type"],
         repo=src["repo"] if hub else None, revision=src["revision"] if hub else src["version"],
         files=files, runtime=runtime, provenance=data["provenance"], license_url=data.get("license_url"),
-        default=data.get("default", False), path=path,
+        default=data.get("default", False), package=None if hub else src["package"], path=path,
     )  # fmt: skip
 
 

@@ -336,15 +336,10 @@ class Qwen3Recognizer:
 
 
 def _default_vad() -> Any:
-    """The default Silero VAD through the model store."""
+    """The default Silero VAD (see :mod:`onespeech.qwen3.vad_model`)."""
     from onespeech.features import SileroVad
+    from onespeech.qwen3.vad_model import default_vad_path
 
-    try:
-        from onespeech.features.vad import default_vad_path  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise RuntimeError(
-            "inputs over 30 s need a VAD: pass vad=<path to silero_vad.onnx> to Qwen3Recognizer.load"
-        ) from e
     return SileroVad.load(default_vad_path())
 
 
