@@ -279,7 +279,10 @@ def test_long_file_with_the_real_vad(model_dir, shared_data, monkeypatch, tmp_pa
     assert result.text == " ".join(f"part {i}" for i in range(1, len(spans) + 1))
 
 
-def test_long_file_without_a_vad_says_what_to_pass(model_dir) -> None:
+def test_long_file_without_a_vad_says_what_to_pass(model_dir, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onespeech.qwen3.vad_model import VAD_MODEL_ENV, VadModelNotFoundError
+
+    monkeypatch.setenv(VAD_MODEL_ENV, "/nonexistent/silero_vad.onnx")
     with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8)) as rec:
-        with pytest.raises(RuntimeError, match="vad="):
+        with pytest.raises(VadModelNotFoundError, match="vad="):
             rec.transcribe(tone(31.0), language="en")

@@ -338,9 +338,15 @@ class Qwen3Recognizer:
 def _default_vad() -> Any:
     """The default Silero VAD (see :mod:`onespeech.qwen3.vad_model`)."""
     from onespeech.features import SileroVad
-    from onespeech.qwen3.vad_model import default_vad_path
+    from onespeech.qwen3.vad_model import VadModelNotFoundError, default_vad_path
 
-    return SileroVad.load(default_vad_path())
+    try:
+        return SileroVad.load(default_vad_path())
+    except VadModelNotFoundError as e:
+        raise VadModelNotFoundError(
+            f"inputs over 30 s are split by a VAD: pass vad=<path to silero_vad.onnx> to "
+            f"Qwen3Recognizer.load, or provide the default one ({e})"
+        ) from e
 
 
 def _words(text: str, tag: str | None) -> list[Word]:
