@@ -286,3 +286,20 @@ def test_long_file_without_a_vad_says_what_to_pass(model_dir, monkeypatch: pytes
     with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8)) as rec:
         with pytest.raises(VadModelNotFoundError, match="vad="):
             rec.transcribe(tone(31.0), language="en")
+
+
+def test_catalog_id_resolves_through_the_cache(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onespeech.kernels.fetch import OfflineModeError
+
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))
+    monkeypatch.setenv("ONESPEECH_OFFLINE", "1")
+    with pytest.raises(OfflineModeError, match="model.safetensors"):
+        Qwen3Recognizer.load("Qwen/Qwen3-ASR-0.6B")
+
+
+def test_unknown_model_name_is_refused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onespeech.qwen3.catalog import UnknownModelError
+
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))
+    with pytest.raises(UnknownModelError, match="Qwen/Qwen3-ASR-0.6B"):
+        Qwen3Recognizer.load("Qwen/No-Such-Model")

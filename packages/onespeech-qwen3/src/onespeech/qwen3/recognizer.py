@@ -145,9 +145,11 @@ class Qwen3Recognizer:
 
         Parameters
         ----------
-        model_directory : path
+        model_directory : path or catalog id
             A directory of publisher files (converted into runtime files there on
-            first load) or one already holding runtime files of the precision.
+            first load), one already holding runtime files of the precision, or a
+            catalog id such as ``"Qwen/Qwen3-ASR-0.6B"`` (resolved through the model
+            cache: missing publisher files are downloaded and verified first).
         options : Qwen3Options, optional
         cancel : threading.Event-like, callable or None
             Checked before and after the (possibly long) conversion.
@@ -172,6 +174,12 @@ class Qwen3Recognizer:
         if not is_cancel_signal(cancel):
             raise TypeError("cancel must be a threading.Event-like object, a callable or None")
         raise_if_cancelled(cancel)
+        if not Path(model_directory).is_dir():
+            from onespeech.qwen3.resolve import resolve
+
+            # not a directory: a catalog id (an unknown one raises UnknownModelError)
+            model_directory = resolve(str(model_directory), options.precision.value)
+            raise_if_cancelled(cancel)
         with thread_limit(options.threads):
             model = load_model(model_directory, options.precision.value)
         try:
