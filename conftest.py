@@ -9,8 +9,11 @@ Tests that need either skip, naming what they need, when it is absent.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,3 +55,21 @@ def oracle_observations() -> Path:
     if not path.is_dir():
         pytest.skip(f"needs reference observations in {path} (run `tox -e oracle` first)")
     return path
+
+
+@pytest.fixture(scope="session")
+def hub_server_cls() -> Any:
+    """``HubServer``: a real HTTP server on 127.0.0.1 in the Hub's URL layout.
+
+    It lives in packages/onespeech-kernels/tests/httpserver.py and is imported by path
+    because pytest runs with ``--import-mode=importlib`` (test folders are no packages).
+    """
+    name = "onespeech_test_httpserver"
+    if name not in sys.modules:
+        path = ROOT / "packages" / "onespeech-kernels" / "tests" / "httpserver.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].HubServer

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,17 +13,7 @@ from onespeech_tools.cli import main
 pytest.importorskip("onespeech.qwen3.resolve")
 
 REPO, REV = "Test/Qwen3-ASR-tiny", "2" * 40
-HTTPSERVER = Path(__file__).resolve().parents[2] / "packages" / "onespeech-kernels" / "tests" / "httpserver.py"
 
-
-def load_httpserver():
-    name = "onespeech_test_httpserver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HTTPSERVER)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def write_catalog(catalog_dir: Path, repo_dir: Path) -> None:
@@ -55,12 +43,12 @@ def tiny_repo(tmp_path_factory, shared_data) -> Path:
 
 
 @pytest.fixture()
-def hub(tiny_repo, tmp_path, monkeypatch):
+def hub(tiny_repo, tmp_path, monkeypatch, hub_server_cls):
     monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))
     for var in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
     write_catalog(tmp_path / "catalog", tiny_repo)
-    server = load_httpserver().HubServer().start()
+    server = hub_server_cls().start()
     server.add_repo(REPO, REV, tiny_repo)
     try:
         yield server, tmp_path / "catalog", tmp_path / "home"

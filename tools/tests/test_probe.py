@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +12,7 @@ from onespeech_tools.cli import main
 pytest.importorskip("onespeech.qwen3.resolve")
 
 REPO, REV = "Test/Qwen3-ASR-tiny", "3" * 40
-HTTPSERVER = Path(__file__).resolve().parents[2] / "packages" / "onespeech-kernels" / "tests" / "httpserver.py"
 
-
-def load_httpserver():
-    name = "onespeech_test_httpserver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HTTPSERVER)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +76,7 @@ def copy_converter(publisher: Path, staging: Path, precision: str) -> None:
     write_manifest(staging, [f"weights.{precision}.bin"], name=f"manifest.{precision}.json")
 
 
-def test_after_fetch_from_local_server(tiny_repo, tmp_path, monkeypatch, capsys):
+def test_after_fetch_from_local_server(tiny_repo, tmp_path, monkeypatch, capsys, hub_server_cls):
     from onespeech.kernels.fetch import FetchOptions
     from onespeech.qwen3.catalog import get_entry
     from onespeech.qwen3.resolve import resolve
@@ -96,7 +84,7 @@ def test_after_fetch_from_local_server(tiny_repo, tmp_path, monkeypatch, capsys)
     home, catalog = tmp_path / "home", tmp_path / "catalog"
     monkeypatch.setenv("ONESPEECH_HOME", str(home))
     write_catalog(catalog, tiny_repo)
-    server = load_httpserver().HubServer().start()
+    server = hub_server_cls().start()
     server.add_repo(REPO, REV, tiny_repo)
     try:
         assert main(["qwen-fetch", REPO, "--catalog-dir", str(catalog), "--endpoint", server.endpoint, "-q"]) == 0

@@ -7,7 +7,6 @@ here from its files (the real pins cannot be served: no real weights).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -30,17 +29,7 @@ from onespeech.qwen3.resolve import (
 )
 
 REPO, REV = "Test/Qwen3-ASR-tiny", "1" * 40
-HTTPSERVER = Path(__file__).resolve().parents[2] / "onespeech-kernels" / "tests" / "httpserver.py"
 
-
-def load_httpserver():
-    name = "onespeech_test_httpserver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HTTPSERVER)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.fixture(scope="session")
@@ -72,8 +61,8 @@ def entry(tiny_repo):
 
 
 @pytest.fixture()
-def server(tiny_repo):
-    hub = load_httpserver().HubServer().start()
+def server(tiny_repo, hub_server_cls):
+    hub = hub_server_cls().start()
     hub.add_repo(REPO, REV, tiny_repo)
     try:
         yield hub
@@ -436,14 +425,16 @@ def test_local_dir_converted_in_place_by_runtime_is_accepted(home, tiny_repo, tm
      ("/etc/passwd", UnsafeFileNameError, "absolute"),
      ("model-00009-of-00009.safetensors", ModelIntegrityError, "does not pin")],
 )  # fmt: skip
-def test_remote_shard_names_are_checked_before_conversion(home, tiny_repo, tmp_path, shard, error, match):
+def test_remote_shard_names_are_checked_before_conversion(
+    home, tiny_repo, tmp_path, shard, error, match, hub_server_cls
+):
     repo = tmp_path / "sharded"
     repo.mkdir()
     for p in tiny_repo.iterdir():
         (repo / p.name).write_bytes(p.read_bytes())
     index = {"metadata": {}, "weight_map": {"a": "model.safetensors", "b": shard}}
     (repo / "model.safetensors.index.json").write_text(json.dumps(index))
-    hub = load_httpserver().HubServer().start()
+    hub = hub_server_cls().start()
     hub.add_repo(REPO, REV, repo)
     conv = CountingConverter()
     try:
