@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_ALIGNER", "/work/scratch/align/aligner-0.6b"))
+DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_ALIGNER", ROOT / "build" / "checkpoints" / "aligner-0.6b"))
 CLIPS = ("librispeech_test-clean_1995-1837-0001.wav", "picovoice_test.wav")
 SAMPLE_RATE = 16000
 SEED = 20260602

@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,8 +37,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_CHECKPOINT", "/work/scratch/qwen3-B/asr-0.6b"))
-DEFAULT_REFERENCE_PYTHON = "/work/refenv/bin/python"
+# generated on first use (gitignored); point ONESPEECH_BENCH_CHECKPOINT at an existing one to skip that
+DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_CHECKPOINT", ROOT / "build" / "checkpoints" / "asr-0.6b"))
 SR = 16000
 CLIPS = {"10 s": ("jfk.flac", 10.0), "30 s": ("multilingual_en_de.mp3", 30.0)}
 LANGUAGE = "English"
@@ -183,21 +182,12 @@ def _clips(work: Path) -> dict[str, Path]:
 
 
 def _prepare_checkpoint(directory: Path) -> None:
-    """The 0.6B checkpoint: link a generated one if available, else generate it."""
+    """Generate the seeded 0.6B checkpoint into ``directory`` unless it is there."""
     if (directory / "model.safetensors").is_file():
         return
     sys.path.insert(0, str(ROOT / "tools"))
     from onespeech_tools.checkpoints import make_checkpoint
 
-    shared = Path("/work/scratch/checkpoints/asr-0.6b-seed0")
-    directory.mkdir(parents=True, exist_ok=True)
-    if (shared / "model.safetensors").is_file() and (shared / "model.safetensors").stat().st_size == 1_876_091_704:
-        for item in shared.iterdir():
-            if item.is_file():
-                os.link(item, directory / item.name) if item.stat().st_dev == directory.stat().st_dev else shutil.copy(
-                    item, directory / item.name
-                )
-        return
     make_checkpoint(directory, "0.6b", seed=0, kind="asr")
 
 
@@ -250,7 +240,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=32, help="generated tokens per decode measurement")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--reference-python", default=DEFAULT_REFERENCE_PYTHON if Path(DEFAULT_REFERENCE_PYTHON).exists() else sys.executable)
+    parser.add_argument("--reference-python", default=os.environ.get("ONESPEECH_REF_PYTHON", sys.executable))
     parser.add_argument("--bandwidth-gbs", type=float, default=30.0, help="memory bandwidth for the decode floor")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--skip-reference", action="store_true")
