@@ -18,16 +18,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))  # onespeech_tools when not installed
 
-
-def _shared_data_dir() -> Path | None:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    candidates = [Path(env)] if env else []
-    candidates.append(ROOT.parent / "shared" / "data")
-    for path in candidates:
-        if (path / "SOURCES.md").is_file():
-            return path
-    return None
+from onespeech_tools.data import NEEDS, find_shared_data  # noqa: E402
 
 
 def oracle_dir() -> Path:
@@ -37,9 +30,9 @@ def oracle_dir() -> Path:
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The shared real-data folder (tokenizer, configs, audio, models)."""
-    path = _shared_data_dir()
+    path = find_shared_data()
     if path is None:
-        pytest.skip("needs shared/data (set ONESPEECH_TEST_DATA or place shared/ beside the checkout)")
+        pytest.skip(NEEDS)
     return path
 
 

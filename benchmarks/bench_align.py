@@ -35,24 +35,18 @@ DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_ALIGNER", ROOT / "buil
 CLIPS = ("librispeech_test-clean_1995-1837-0001.wav", "picovoice_test.wav")
 SAMPLE_RATE = 16000
 SEED = 20260602
+sys.path.insert(0, str(ROOT / "tools"))  # onespeech_tools when not installed
 
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 # -- inputs ---------------------------------------------------------------------------
-
-
-def shared_data() -> Path:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    for path in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data"]:
-        if (path / "SOURCES.md").is_file():
-            return path
-    raise SystemExit("needs shared/data (set ONESPEECH_TEST_DATA)")
 
 
 def make_input(seconds: int, folder: Path) -> tuple[Path, Path, int]:
     """Tile real clips to ``seconds`` and repeat their transcripts in proportion."""
     import soundfile as sf
 
-    data = shared_data()
+    data = shared_data_or_skip("bench_align")
     manifest = {c["file"]: c for c in json.loads((data / "audio" / "manifest.json").read_text())["clips"]}
     pcm_parts, words = [], []
     for clip in CLIPS:

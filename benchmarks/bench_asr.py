@@ -169,7 +169,10 @@ def _clips(work: Path) -> dict[str, Path]:
     sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("kernels", "features")]
     from onespeech.features import load_audio
 
-    data = Path(os.environ.get("ONESPEECH_TEST_DATA", ROOT.parent / "shared" / "data"))
+    sys.path.insert(0, str(ROOT / "tools"))
+    from onespeech_tools.data import shared_data_or_skip
+
+    data = shared_data_or_skip("bench_asr")
     paths = {}
     for label, (name, seconds) in CLIPS.items():
         pcm = load_audio(data / "audio" / name)[: int(seconds * SR)]

@@ -17,6 +17,7 @@ anchor/ours (target >= 2) and the largest feature difference.
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -32,17 +33,15 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RATE = 16000
+sys.path.insert(0, str(ROOT / "tools"))  # onespeech_tools when not installed
 
-
-def shared_data() -> Path:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data"
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 
 def speech(seconds: int) -> np.ndarray:
     from onespeech.features import load_audio
 
-    clips = [load_audio(p) for p in sorted((shared_data() / "audio").iterdir())
+    clips = [load_audio(p) for p in sorted((shared_data_or_skip("bench_features") / "audio").iterdir())
              if p.suffix in {".wav", ".flac", ".mp3"}]
     return np.resize(np.concatenate(clips), seconds * SAMPLE_RATE).astype(np.float32)
 
@@ -72,7 +71,7 @@ def main() -> int:
     from onespeech.features.mel import log_mel
 
     torch.set_num_threads(1)
-    extractor = WhisperFeatureExtractor.from_pretrained(str(shared_data() / "configs" / "Qwen3-ASR-0.6B"))
+    extractor = WhisperFeatureExtractor.from_pretrained(str(shared_data_or_skip("bench_features") / "configs" / "Qwen3-ASR-0.6B"))
 
     def anchor(pcm: np.ndarray) -> np.ndarray:
         return extractor._np_extract_fbank_features(pcm[None], "cpu")[0]

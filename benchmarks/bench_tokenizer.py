@@ -22,6 +22,7 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -157,7 +158,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="measured runs after the first (default 5)")
     args = parser.parse_args()
-    data = Path(os.environ.get("ONESPEECH_TEST_DATA", ROOT.parent / "shared" / "data"))
+    sys.path.insert(0, str(ROOT / "tools"))
+    from onespeech_tools.data import shared_data_or_skip
+
+    data = shared_data_or_skip("bench_tokenizer")
     tokenizers, load_s = load_all(data / "tokenizer")
     text = mixed_text()
     lines = [line for line in text.split("\n") if line]

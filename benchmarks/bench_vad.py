@@ -12,6 +12,7 @@ real-time factor and the largest probability difference.
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # single-threaded BLAS, like the anchor
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -27,17 +28,15 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RATE = 16000
+sys.path.insert(0, str(ROOT / "tools"))  # onespeech_tools when not installed
 
-
-def shared_data() -> Path:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data"
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 
 def speech_audio(seconds: float) -> np.ndarray:
     from onespeech.features import load_audio
 
-    clips = [load_audio(p) for p in sorted((shared_data() / "audio").iterdir())
+    clips = [load_audio(p) for p in sorted((shared_data_or_skip("bench_vad") / "audio").iterdir())
              if p.suffix in {".wav", ".flac", ".mp3"}]
     joined = np.concatenate(clips)
     n = int(seconds * SAMPLE_RATE)
@@ -74,7 +73,7 @@ def main() -> int:
 
     from onespeech.features import SileroVad
 
-    model = shared_data() / "models" / "silero_vad.onnx"
+    model = shared_data_or_skip("bench_vad") / "models" / "silero_vad.onnx"
     options = onnxruntime.SessionOptions()
     options.inter_op_num_threads = 1
     options.intra_op_num_threads = 1

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from onespeech_tools import safetensors_writer
+from onespeech_tools.data import shared_data_dir
 
 SIZES = ("tiny", "0.6b", "1.7b")
 KINDS = ("asr", "aligner")
@@ -126,19 +127,6 @@ class TensorSpec:
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
-
-
-def shared_data_dir() -> Path:
-    """The real-data folder: ``ONESPEECH_TEST_DATA`` or ``shared/data`` beside the checkout."""
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2].parent / "shared" / "data")
-    for path in candidates:
-        if (path / "configs").is_dir() and (path / "tokenizer").is_dir():
-            return path
-    raise CheckpointError(
-        "shared data folder not found: set ONESPEECH_TEST_DATA to the folder holding configs/ and tokenizer/"
-    )
 
 
 def _check(size: str, kind: str) -> None:

@@ -36,19 +36,13 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
+sys.path.insert(0, str(HERE.parents[1]))  # tools/ (onespeech_tools) when not installed
+
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
+
 CORPUS = HERE / "aligner_units_corpus.json"
 SEED = {"tiny": 20260601, "0.6b": 20260602}
 SAMPLE_RATE = 16000
-
-
-def shared_data() -> Path:
-    import os
-
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    for path in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data"]:
-        if (path / "SOURCES.md").is_file():
-            return path
-    raise SystemExit("needs shared/data (set ONESPEECH_TEST_DATA)")
 
 
 # (name, clip, language tag, reference language name, text); text None = the clip's
@@ -118,7 +112,7 @@ def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
     from qwen_asr import Qwen3ForcedAligner
 
     torch.manual_seed(0)
-    data = shared_data()
+    data = shared_data_or_skip("oracle_aligner")
     manifest = {c["file"]: c for c in json.loads((data / "audio" / "manifest.json").read_text())["clips"]}
     size_dir = out / size
     size_dir.mkdir(parents=True, exist_ok=True)

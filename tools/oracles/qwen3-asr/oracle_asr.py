@@ -36,7 +36,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # tools/ (onespeech_tools) when not installed
 
-from onespeech_tools.checkpoints import make_checkpoint, shared_data_dir  # noqa: E402
+from onespeech_tools.checkpoints import make_checkpoint  # noqa: E402
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 FORMAT_VERSION = 1
 SAMPLE_RATE = 16000
@@ -279,6 +280,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    audio_dir = shared_data_or_skip("oracle_asr") / "audio"
     from qwen_asr import Qwen3ASRModel
 
     torch.set_num_threads(args.threads)
@@ -299,7 +301,6 @@ def main() -> int:
     head = check_head(asr, ckpt)
     window_frames = asr.model.thinker.audio_tower.n_window_infer
 
-    audio_dir = shared_data_dir() / "audio"
     cases = [c for c in CASES if not args.cases or c.name in args.cases]
     index = []
     for case in cases:

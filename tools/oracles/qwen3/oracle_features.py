@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -32,11 +31,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_RATE = 16000
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tools/ (onespeech_tools) when not installed
 
-
-def shared_data() -> Path:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data"
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 
 def decode_clip(path: Path) -> np.ndarray:
@@ -72,11 +69,9 @@ def main() -> int:
     import transformers
     from transformers import WhisperFeatureExtractor
 
-    config_dir = shared_data() / "configs" / "Qwen3-ASR-0.6B"
-    audio_dir = shared_data() / "audio"
-    if not config_dir.is_dir() or not audio_dir.is_dir():
-        print(f"oracle_features: shared data not found at {shared_data()}", file=sys.stderr)
-        return 1
+    data = shared_data_or_skip("oracle_features")
+    config_dir = data / "configs" / "Qwen3-ASR-0.6B"
+    audio_dir = data / "audio"
     extractor = WhisperFeatureExtractor.from_pretrained(str(config_dir))
 
     cases = {path.stem + path.suffix.replace(".", "_"): decode_clip(path)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import unicodedata
@@ -48,15 +47,13 @@ QWEN2_PATTERN = (
 )
 SEED = 20260129
 N_GENERATED = 2000
+sys.path.insert(0, str(HERE.parents[1]))  # tools/ (onespeech_tools) when not installed
+
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 
 def shared_tokenizer_dir() -> Path:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    data = Path(env) if env else ROOT.parent / "shared" / "data"
-    path = data / "tokenizer"
-    if not (path / "vocab.json").is_file():
-        sys.exit(f"oracle_tokenizer: no tokenizer files in {path} (set ONESPEECH_TEST_DATA)")
-    return path
+    return shared_data_or_skip("oracle_tokenizer") / "tokenizer"
 
 
 # ---------------------------------------------------------------- the corpus

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -25,11 +24,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_RATE = 16000
 WINDOW = 512
 CONTEXT = 64
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tools/ (onespeech_tools) when not installed
 
-
-def shared_data() -> Path:
-    env = os.environ.get("ONESPEECH_TEST_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data"
+from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
 
 def decode_clip(path: Path) -> np.ndarray:
@@ -69,11 +66,9 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
 
-    model = shared_data() / "models" / "silero_vad.onnx"
-    audio_dir = shared_data() / "audio"
-    if not model.is_file() or not audio_dir.is_dir():
-        print(f"oracle_vad: shared data not found at {shared_data()}", file=sys.stderr)
-        return 1
+    data = shared_data_or_skip("oracle_vad")
+    model = data / "models" / "silero_vad.onnx"
+    audio_dir = data / "audio"
     sess = session(model)
 
     cases = {path.stem + path.suffix.replace(".", "_"): decode_clip(path)
