@@ -394,27 +394,60 @@ static void os_gelu(const float *x, float *y, os_idx n) {
     for (; i < n; i++) y[i] = os_gelu_1(x[i]);
 }
 
-/* one row of attention scores in place: p = softmax(s * scale) over the first
- * n_vis keys, 0 for the masked keys after them (prefill: BLAS computes s) */
-static void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
+/* s[j] *= scale over n values; returns their maximum (NaN never wins a
+ * comparison, in the lanes as in the scalar loop, so the result is the same) */
+static inline float os_scale_max(float *s, os_idx n, float scale) {
     float mx = -INFINITY;
-    for (os_idx j = 0; j < n_vis; j++) {
+    os_idx j = 0;
+#if OS_LANES > 1
+    vf m = os_splat(-INFINITY), sc = os_splat(scale);
+    for (; j + OS_LANES <= n; j += OS_LANES) {
+        vf v = os_load_f32(s + j) * sc;
+        os_store_f32(s + j, v);
+        m = os_select(v > m, v, m);
+    }
+    for (int l = 0; l < OS_LANES; l++)
+        if (m[l] > mx) mx = m[l];
+#endif
+    for (; j < n; j++) {
         s[j] *= scale;
         if (s[j] > mx) mx = s[j];
     }
+    return mx;
+}
+
+/* s[j] = exp(s[j] - mx) over n values; returns their sum */
+static inline float os_exp_sum(float *s, os_idx n, float mx) {
     float sum = 0.0f;
     os_idx j = 0;
-    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
+    for (; j + OS_LANES <= n; j += OS_LANES) {
         vf e = os_exp(os_load_f32(s + j) - mx);
         os_store_f32(s + j, e);
         sum += os_hsum(e);
     }
-    for (; j < n_vis; j++) {
+    for (; j < n; j++) {
         s[j] = expf(s[j] - mx);
         sum += s[j];
     }
-    for (j = 0; j < n_vis; j++) s[j] = s[j] / sum; /* divide, as the reference does */
-    for (; j < n; j++) s[j] = 0.0f;
+    return sum;
+}
+
+/* s[j] /= sum: a division, as the reference does (not a reciprocal multiply) */
+static inline void os_divide(float *s, os_idx n, float sum) {
+    os_idx j = 0;
+#if OS_LANES > 1
+    vf d = os_splat(sum);
+    for (; j + OS_LANES <= n; j += OS_LANES) os_store_f32(s + j, os_load_f32(s + j) / d);
+#endif
+    for (; j < n; j++) s[j] = s[j] / sum;
+}
+
+/* one row of attention scores in place: p = softmax(s * scale) over the first
+ * n_vis keys, 0 for the masked keys after them (prefill: BLAS computes s) */
+static void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
+    float mx = os_scale_max(s, n_vis, scale);
+    os_divide(s, n_vis, os_exp_sum(s, n_vis, mx));
+    for (os_idx j = n_vis; j < n; j++) s[j] = 0.0f;
 }
 
 /* ---- attention for one query row and one head ------------------------------
@@ -423,25 +456,9 @@ static void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale)
  * layout [n_kv, n_kv_heads, head_dim]). */
 static void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
                              os_idx n_keys, os_idx hd, float scale, float *scores, float *out) {
-    float mx = -INFINITY;
-    for (os_idx j = 0; j < n_keys; j++) {
-        float sj = os_dot_f32_1(q, k + j * kv_stride, hd) * scale;
-        scores[j] = sj;
-        if (sj > mx) mx = sj;
-    }
-    float sum = 0.0f;
-    os_idx j = 0;
-    for (; j + OS_LANES <= n_keys; j += OS_LANES) {
-        vf e = os_exp(os_load_f32(scores + j) - mx);
-        os_store_f32(scores + j, e);
-        sum += os_hsum(e);
-    }
-    for (; j < n_keys; j++) {
-        float e = expf(scores[j] - mx);
-        scores[j] = e;
-        sum += e;
-    }
-    for (j = 0; j < n_keys; j++) scores[j] = scores[j] / sum;
+    for (os_idx j = 0; j < n_keys; j++) scores[j] = os_dot_f32_1(q, k + j * kv_stride, hd);
+    float mx = os_scale_max(scores, n_keys, scale);
+    os_divide(scores, n_keys, os_exp_sum(scores, n_keys, mx));
     for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;
     for (os_idx j = 0; j < n_keys; j++) {
         const float *vj = v + j * kv_stride;

@@ -450,8 +450,10 @@ def _attention_blocked(
     n_kv, n_kv_heads, _ = k.shape
     group = n_heads // n_kv_heads
     qh = q.transpose(1, 0, 2).reshape(n_kv_heads, group, n_q, head_dim)
-    kh = k.transpose(1, 2, 0)  # [n_kv_heads, hd, n_kv]
-    vh = v.transpose(1, 0, 2)  # [n_kv_heads, n_kv, hd]
+    # contiguous per-head copies (a few MB): BLAS runs measurably faster on them
+    # than on strided views of the [n_kv, n_kv_heads, hd] layout
+    kh = np.ascontiguousarray(k.transpose(1, 2, 0))  # [n_kv_heads, hd, n_kv]
+    vh = np.ascontiguousarray(v.transpose(1, 0, 2))  # [n_kv_heads, n_kv, hd]
     out = np.empty((n_kv_heads, group, n_q, head_dim), dtype=np.float32)
     block = max(1, _ref._SCORE_BYTES // (4 * n_heads * max(1, n_kv)))
     nt = get_threads()
