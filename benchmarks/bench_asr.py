@@ -67,7 +67,8 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
     result: dict = {"stages": {}}
     precision = Precision(args.precision)
     options = Qwen3Options(threads=args.threads, max_new_tokens=args.tokens + 1, precision=precision)
-    if args.worker == "convert":  # its own process, so the conversion does not count in peak RSS
+    if args.worker == "convert":  # its own process, so neither step counts in peak RSS
+        result["bandwidth_gbs"] = _read_bandwidth_gbs(args.threads)
         if not has_runtime(args.checkpoint, args.precision):
             seconds, rec = _timed(lambda: Qwen3Recognizer.load(args.checkpoint, options))
             result["first_load_with_conversion_s"] = seconds
@@ -106,6 +107,21 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
     rec.close()
     result["peak_rss"] = _peak_rss_bytes()
     return result
+
+
+def _read_bandwidth_gbs(threads: int) -> float:
+    """Memory read bandwidth of this machine now: our vector sum over 1 GiB, median of 5."""
+    from onespeech.kernels.cpu import select_variant
+
+    kernels = select_variant()
+    if kernels is None:
+        return float("nan")
+    buffer = np.ones(1 << 28, np.float32)
+    times = []
+    for _ in range(5):
+        seconds, _ = _timed(lambda: kernels.stream_sum(buffer, threads))
+        times.append(seconds)
+    return buffer.nbytes / statistics.median(times) / 1e9
 
 
 def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
@@ -212,7 +228,8 @@ def _fmt(values: list[float], scale: float, unit: str) -> str:
 
 def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
     weights = ours["weights_bytes"]
-    floor_ms = ours["decode_bytes"] / args.bandwidth_gbs / 1e9 * 1e3
+    bandwidth = args.bandwidth_gbs or ours.get("bandwidth_gbs", float("nan"))
+    floor_ms = ours["decode_bytes"] / bandwidth / 1e9 * 1e3
     for label in CLIPS:
         print(f"\n{args.checkpoint.name} {args.precision} | clip {label} | threads {args.threads} | tokens {args.tokens} "
               f"| repeats {args.repeats} | {blas}")  # fmt: skip
@@ -226,7 +243,7 @@ def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
             ratio = statistics.median(o) / statistics.median(r)
             extra = ""
             if key == "decode":
-                extra = f"   memory-bound limit {floor_ms:.0f} ms/tok at {args.bandwidth_gbs:g} GB/s -> " \
+                extra = f"   memory-bound limit {floor_ms:.0f} ms/tok at {bandwidth:.1f} GB/s -> " \
                         f"{floor_ms / (statistics.median(o) * 1e3):.0%}"  # fmt: skip
             print(f"{name:<16}{_fmt(o, scale, unit):<32}{_fmt(r, scale, unit):<34}{ratio:5.2f}{extra}")
     gib = 1 << 30
@@ -244,7 +261,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-python", default=os.environ.get("ONESPEECH_REF_PYTHON", sys.executable))
-    parser.add_argument("--bandwidth-gbs", type=float, default=30.0, help="memory bandwidth for the decode floor")
+    parser.add_argument("--bandwidth-gbs", type=float, default=None,
+                        help="memory bandwidth for the decode floor (default: measured in this run)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--worker", choices=("convert", "ours", "reference"), help=argparse.SUPPRESS)
@@ -264,8 +282,9 @@ def main() -> int:
         clips = _clips(work)
         converted = _run_worker(sys.executable, "convert", args, clips, work / "convert.json")
         ours = _run_worker(sys.executable, "ours", args, clips, work / "ours.json")
-        if "first_load_with_conversion_s" in converted:
-            ours["first_load_with_conversion_s"] = converted["first_load_with_conversion_s"]
+        for key in ("first_load_with_conversion_s", "bandwidth_gbs"):
+            if key in converted:
+                ours[key] = converted[key]
         if args.skip_reference:
             print(json.dumps(ours, indent=1))
             return 0

@@ -36,7 +36,7 @@ from onespeech.qwen3.errors import Cancel, raise_if_cancelled
 
 ENCODER_ATTENTION = ("full", "windowed")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm default, as the reference constructs them
-_CONV_BATCH_CHUNKS = 4  # chunks per conv GEMM: bounds the im2col buffer (~55 MB at 0.6B)
+_CONV_BATCH_CHUNKS = 2  # chunks per conv GEMM: bounds the im2col buffer (~28 MB at 0.6B)
 
 
 def conv_out_length(n: int) -> int:
