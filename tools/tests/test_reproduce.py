@@ -10,6 +10,9 @@ import pytest
 from onespeech_tools.cli import main
 from onespeech_tools.commands.reproduce import agreement, reference_ids, relative_error
 
+PUBLISHER_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "chat_template.json",
+                   "tokenizer_config.json", "vocab.json", "merges.txt", "model.safetensors")  # fmt: skip
+
 
 def test_relative_error_and_token_helpers() -> None:
     ref = np.array([1.0, -4.0, 2.0], dtype=np.float32)
@@ -39,13 +42,38 @@ def test_live_tiny_case(oracle_observations: Path, tmp_path: Path, capsys: pytes
     if not (folder / "cases.json").is_file():
         pytest.skip("needs the tiny Qwen3-ASR observations (tox -e oracle)")
     checkpoint = tmp_path / "ckpt"
-    publisher = ("config.json", "generation_config.json", "preprocessor_config.json", "chat_template.json",
-                 "tokenizer_config.json", "vocab.json", "merges.txt", "model.safetensors")  # fmt: skip
     checkpoint.mkdir()
-    for name in publisher:
+    for name in PUBLISHER_FILES:
         shutil.copyfile(folder / "ckpt" / name, checkpoint / name)
     code = main(["qwen-reproduce", "--observations", str(oracle_observations), "--size", "tiny",
                  "--checkpoint", str(checkpoint), "--cases", "ja_auto", "--no-windowed"])  # fmt: skip
     out = capsys.readouterr().out
     assert "ja_auto" in out and "64/64" in out
     assert code == 0, out
+
+
+def test_live_tiny_bf16(oracle_observations: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    fp32, bf16 = oracle_observations / "asr" / "tiny", oracle_observations / "asr" / "tiny-bf16"
+    if not (fp32 / "cases.json").is_file() or not (bf16 / "cases.json").is_file():
+        pytest.skip("needs the tiny FP32 and BF16 Qwen3-ASR observations (tox -e oracle)")
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    for name in PUBLISHER_FILES:
+        shutil.copyfile(bf16 / "ckpt" / name, checkpoint / name)
+    code = main(["qwen-reproduce", "--observations", str(oracle_observations), "--size", "tiny", "--precision", "bf16",
+                 "--checkpoint", str(checkpoint), "--cases", "ja_auto", "jfk_english_forced"])  # fmt: skip
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()]
+    assert any(row[:2] == ["ja_auto", "ours"] for row in rows), out
+    assert any(row[:2] == ["jfk_english_forced", "ours"] for row in rows), out
+    assert sum(row[:1] == ["reference"] for row in rows) == 2, out
+    ours = int(out.split("ours-BF16 ")[1].split(",")[0])
+    reference = int(out.split("reference-BF16 ")[1].split(" ")[0])
+    assert code == (0 if ours >= reference else 1), out
+
+
+def test_bf16_missing_observations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["qwen-reproduce", "--observations", str(tmp_path), "--size", "tiny", "--precision", "bf16"]) == 2
+    assert "--dtype bfloat16" in capsys.readouterr().out

@@ -9,6 +9,13 @@ the prompt ids are identical, and greedy-token agreement; then the same for the
 104-token windowed encoder where observed. Exit status 0 only if every comparison
 is within the parity bar (1e-4 relative, identical ids).
 
+``--precision bf16`` compares ours in BF16 with the reference run in bfloat16
+(``OBS/asr/<size>-bf16``, from ``oracle_asr.py --dtype bfloat16``) side by side
+against the FP32 reference: max and mean abs error of the encoder output and the
+first-step logits, and how many greedy ids each BF16 run shares with FP32. BF16
+promises no bit-identical output, so it passes when ours agrees with FP32 at
+least as often as the reference's BF16 does, summed over the cases.
+
 Full size (after ``oracle_asr.py --size 0.6b``)::
 
     flock /work/heavy.lock onespeech-convert qwen-reproduce --size 0.6b
@@ -37,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cases", nargs="*", help="only these case names")
     parser.add_argument("--no-windowed", action="store_true", help="skip the windowed-encoder comparisons")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: ours-BF16 and reference-BF16 side by side against the FP32 reference")
 
 
 @dataclass(frozen=True)
@@ -122,19 +131,33 @@ def _fmt(value: float | None) -> str:
     return "      -" if value is None else f"{value:.1e}"
 
 
-def run(args: argparse.Namespace) -> int:
-    from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
-
-    folder = args.observations / "asr" / args.size
-    index_path = folder / "cases.json"
+def _load_index(observations: Path, folder_name: str, dtype_flag: str) -> dict | None:
+    index_path = observations / "asr" / folder_name / "cases.json"
     if not index_path.is_file():
+        size = folder_name.removesuffix("-bf16")
         print(f"error: no observations at {index_path}; run tools/oracles/qwen3-asr/oracle_asr.py "
-              f"--out {args.observations} --size {args.size} first")  # fmt: skip
-        return 2
-    index = json.loads(index_path.read_text(encoding="utf-8"))
+              f"--out {observations} --size {size}{dtype_flag} first")  # fmt: skip
+        return None
+    return json.loads(index_path.read_text(encoding="utf-8"))
+
+
+def _checkpoint(args: argparse.Namespace, index: dict, folder: Path) -> Path:
     checkpoint = args.checkpoint or Path(index["checkpoint"]["path"])
     if args.checkpoint is None and not checkpoint.is_absolute() and (folder / "ckpt").is_dir():
         checkpoint = folder / "ckpt"  # the oracle recorded a path relative to where it ran
+    return checkpoint
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.precision == "bf16":
+        return run_bf16(args)
+    from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+
+    folder = args.observations / "asr" / args.size
+    index = _load_index(args.observations, args.size, "")
+    if index is None:
+        return 2
+    checkpoint = _checkpoint(args, index, folder)
     steps = int(index["steps"])
     cases = [c for c in index["cases"] if not args.cases or c["name"] in args.cases]
     print(f"qwen-reproduce {args.size}: {len(cases)} cases, checkpoint {checkpoint}, {args.threads} threads")
@@ -171,3 +194,72 @@ def run(args: argparse.Namespace) -> int:
     print(f"max relative error {worst:.1e} (bar {TOLERANCE:.0e}); tokens {agreed}/{total} agree; "
           f"{len(rows) - len(failed)}/{len(rows)} comparisons pass; {time.perf_counter() - start:.0f} s")  # fmt: skip
     return 0 if not failed else 1
+
+
+def _abs_errors(ours: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """(max, mean) |ours - ref|; inf if the shapes differ."""
+    ours, ref = np.asarray(ours, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if ours.shape != ref.shape:
+        return float("inf"), float("inf")
+    diff = np.abs(ours - ref)
+    return float(diff.max()), float(diff.mean())
+
+
+def run_bf16(args: argparse.Namespace) -> int:
+    """Ours-BF16 and reference-BF16, each against the FP32 reference (issue 5's table)."""
+    from onespeech.features.mel import log_mel
+    from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+
+    bf16_folder = args.observations / "asr" / f"{args.size}-bf16"
+    fp32_folder = args.observations / "asr" / args.size
+    bf16_index = _load_index(args.observations, f"{args.size}-bf16", " --dtype bfloat16")
+    fp32_index = _load_index(args.observations, args.size, "")
+    if bf16_index is None or fp32_index is None:
+        return 2
+    checkpoint = _checkpoint(args, bf16_index, bf16_folder)
+    steps = int(bf16_index["steps"])
+    fp32_cases = {c["name"]: c for c in fp32_index["cases"]}
+    cases = [c for c in bf16_index["cases"] if c["name"] in fp32_cases and (not args.cases or c["name"] in args.cases)]
+    print(f"qwen-reproduce {args.size} bf16: {len(cases)} cases, checkpoint {checkpoint}, {args.threads} threads")
+    print("errors are max / mean |x - FP32 reference|; ids = greedy ids shared with the FP32 reference")
+    print(f"{'case':<24} {'run':<10} {'encoder max':>11} {'mean':>8} {'logits max':>10} {'mean':>8}  ids")
+    ours_total = reference_total = 0
+    recognizers: dict[str | None, Qwen3Recognizer] = {}
+    start = time.perf_counter()
+    try:
+        for case in cases:
+            with np.load(bf16_folder / f"{case['name']}.npz") as data:
+                ref_bf16 = {key: data[key] for key in data.files}
+            with np.load(fp32_folder / f"{case['name']}.npz") as data:
+                ref_fp32 = {key: data[key] for key in ("encoder_output", "first_logits")}
+            context = case["context"] or None
+            if context not in recognizers:
+                options = Qwen3Options(context=context, precision=Precision.BFLOAT16, threads=args.threads,
+                                       max_new_tokens=steps)  # fmt: skip
+                recognizers[context] = Qwen3Recognizer.load(checkpoint, options)
+            pcm = np.ascontiguousarray(ref_bf16["pcm"], dtype=np.float32)
+            mel = log_mel(pcm, max_seconds=max(30.0, pcm.shape[0] / 16000 + 1))  # as the reference: one input
+            result = recognizers[context].recognize(pcm, case["language"], steps, mel=mel, keep_first_logits=True)
+            fp32_ids, _ = reference_ids(fp32_cases[case["name"]]["tokens"])
+            ref_ids, _ = reference_ids([int(t) for t in ref_bf16["tokens"]])
+            runs = (
+                ("ours", result.audio_embeds, result.generation.first_logits, list(result.generation.ids)),
+                ("reference", ref_bf16["encoder_output"], ref_bf16["first_logits"], ref_ids),
+            )
+            for label, encoder, logits, ids in runs:
+                enc_max, enc_mean = _abs_errors(encoder, ref_fp32["encoder_output"])
+                log_max, log_mean = _abs_errors(logits, ref_fp32["first_logits"])
+                agree = agreement(ids, fp32_ids)
+                if label == "ours":
+                    ours_total += agree
+                else:
+                    reference_total += agree
+                print(f"{case['name'] if label == 'ours' else '':<24} {label:<10} {enc_max:11.2e} {enc_mean:8.1e} "
+                      f"{log_max:10.2e} {log_mean:8.1e}  {agree:>3}/{len(fp32_ids)}", flush=True)  # fmt: skip
+    finally:
+        for recognizer in recognizers.values():
+            recognizer.close()
+    ok = ours_total >= reference_total
+    print(f"greedy ids shared with FP32: ours-BF16 {ours_total}, reference-BF16 {reference_total} "
+          f"({'pass' if ok else 'FAIL'}: ours must agree at least as often); {time.perf_counter() - start:.0f} s")
+    return 0 if ok else 1
