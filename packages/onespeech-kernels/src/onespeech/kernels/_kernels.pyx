@@ -32,9 +32,16 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_swiglu(const float *g, const float *u, float *y, os_idx n)
     void os_silu(const float *x, float *y, os_idx n)
     void os_gelu(const float *x, float *y, os_idx n)
-    void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale)
     void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
                           os_idx n_keys, os_idx hd, float scale, float *scores, float *out)
+    int OS_AT_MR
+    int OS_AT_NR
+    void os_attn_pack(const float *k, const float *v, os_idx n_kv, os_idx n_kv_heads, os_idx hd,
+                      os_idx g, os_idx j0, os_idx j1, float *kp, float *vp)
+    void os_attn_block(const float *q, float *out, os_idx n_heads, os_idx hd, os_idx group, os_idx g,
+                       os_idx i0, os_idx i1, const float *kp, const float *vp, os_idx n_kv,
+                       os_idx causal, float scale, float *s, os_idx ld, const float *zero,
+                       float *dummy, os_idx kc)
 
 VARIANT = OS_VARIANT.decode()
 LANES = OS_LANES
@@ -220,23 +227,6 @@ def gelu(const float[::1] x,  # IN
         os_gelu(&x[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
 
 
-def scaled_softmax(float[:, ::1] s,               # IN/OUT (R, n_kv) scores -> probabilities
-                   Py_ssize_t queries,            # rows r are query first_query + r % queries
-                   Py_ssize_t first_query,
-                   Py_ssize_t causal_offset,      # < 0: every key is visible
-                   float scale,
-                   int n_threads):
-    """s[r] = softmax(s[r] * scale) over the keys query i may see (j <= causal_offset + i), 0 elsewhere."""
-    cdef os_idx R = s.shape[0], n = s.shape[1], r, i, n_vis
-    cdef int nt = _threads_for(R * n // CHUNK, n_threads)
-    if R == 0 or n == 0:
-        return
-    for r in prange(R, nogil=True, schedule="static", num_threads=nt):
-        i = first_query + r % queries
-        n_vis = n if causal_offset < 0 else min(n, causal_offset + i + 1)
-        os_scaled_softmax_row(&s[r, 0], n_vis, n, scale)
-
-
 # ---- attention over a KV cache -------------------------------------------------------
 
 def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
@@ -268,3 +258,67 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
                              &out[i, h, 0])
     finally:
         free(scores)
+
+
+# ---- fused attention for many queries ----------------------------------------------------
+
+def attention_fused(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
+                    const float[:, :, ::1] k,  # IN  (n_kv, n_kv_heads, hd)
+                    const float[:, :, ::1] v,  # IN  (n_kv, n_kv_heads, hd)
+                    float scale,
+                    Py_ssize_t causal_offset,  # < 0: every key is visible
+                    float[:, :, ::1] out,      # OUT (n_q, n_heads, hd)
+                    Py_ssize_t block,          # queries per task (>= 1)
+                    Py_ssize_t key_chunk,      # keys per cache chunk (rounded up to the tile)
+                    int n_threads):
+    """out = attention as `attention`, one task per (kv head, block of queries): scores, softmax and P.V fused."""
+    cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
+    cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
+    cdef os_idx ld = (n_kv + OS_AT_NR - 1) // OS_AT_NR * OS_AT_NR
+    cdef os_idx n_blocks, n_tasks, task, b, g, i0, rows_pad, per_thread, pack_step, n_pack, c
+    cdef int nt
+    cdef float *kp
+    cdef float *vp
+    cdef float *scratch
+    cdef float *mine
+    if n_q == 0 or H == 0 or hd == 0:
+        return
+    block = max(1, min(block, n_q))
+    key_chunk = (max(1, key_chunk) + OS_AT_NR - 1) // OS_AT_NR * OS_AT_NR
+    n_blocks = (n_q + block - 1) // block
+    n_tasks = n_blocks * Hkv
+    rows_pad = (block * group + OS_AT_MR - 1) // OS_AT_MR * OS_AT_MR
+    # per thread: scores, a zero query row, the padding rows' outputs
+    per_thread = rows_pad * ld + hd + OS_AT_MR * hd
+    nt = _threads_for(n_tasks, n_threads)
+    # packing: chunks of 16 panels per task
+    pack_step = 16 * OS_AT_NR
+    n_pack = (ld + pack_step - 1) // pack_step
+    kp = <float *> malloc(max(1, Hkv * ld * hd) * sizeof(float))
+    vp = <float *> malloc(max(1, Hkv * n_kv * hd) * sizeof(float))
+    scratch = <float *> malloc(nt * per_thread * sizeof(float))
+    try:
+        if kp == NULL or vp == NULL or scratch == NULL:
+            raise MemoryError(f"attention needs {(2 * Hkv * ld * hd + nt * per_thread) * 4} bytes of scratch")
+        for c in prange(Hkv * n_pack, nogil=True, schedule="static",
+                        num_threads=_threads_for(Hkv * n_pack, n_threads)):
+            g = c // n_pack
+            os_attn_pack(&k[0, 0, 0], &v[0, 0, 0], n_kv, Hkv, hd, g, (c % n_pack) * pack_step,
+                         min(ld, (c % n_pack + 1) * pack_step), kp + g * ld * hd, vp + g * n_kv * hd)
+        for task in prange(n_tasks, nogil=True, schedule="dynamic", num_threads=nt):
+            # kv head by kv head, so both threads share one head's k and v in
+            # cache; within a head the largest (latest, under a causal mask)
+            # blocks first, so the small ones fill the end (balance)
+            g = task // n_blocks
+            b = n_blocks - 1 - task % n_blocks
+            i0 = b * block
+            mine = scratch + threadid() * per_thread
+            for c in range(hd):
+                mine[rows_pad * ld + c] = 0
+            os_attn_block(&q[0, 0, 0], &out[0, 0, 0], H, hd, group, g, i0, min(n_q, i0 + block),
+                          kp + g * ld * hd, vp + g * n_kv * hd, n_kv, causal_offset, scale,
+                          mine, ld, mine + rows_pad * ld, mine + rows_pad * ld + hd, key_chunk)
+    finally:
+        free(kp)
+        free(vp)
+        free(scratch)

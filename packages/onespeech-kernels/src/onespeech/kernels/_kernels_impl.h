@@ -442,14 +442,6 @@ static inline void os_divide(float *s, os_idx n, float sum) {
     for (; j < n; j++) s[j] = s[j] / sum;
 }
 
-/* one row of attention scores in place: p = softmax(s * scale) over the first
- * n_vis keys, 0 for the masked keys after them (prefill: BLAS computes s) */
-static void os_scaled_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
-    float mx = os_scale_max(s, n_vis, scale);
-    os_divide(s, n_vis, os_exp_sum(s, n_vis, mx));
-    for (os_idx j = n_vis; j < n; j++) s[j] = 0.0f;
-}
-
 /* ---- attention for one query row and one head ------------------------------
  * scores[j] = (q . k_j) * scale for the n_keys visible keys, softmax in float32,
  * out = sum_j p_j v_j. k and v rows are kv_stride floats apart (the KV cache
@@ -467,6 +459,248 @@ static void os_attention_row(const float *q, const float *k, const float *v, os_
         for (; d + OS_LANES <= hd; d += OS_LANES)
             os_store_f32(out + d, os_load_f32(out + d) + p * os_load_f32(vj + d));
         for (; d < hd; d++) out[d] += scores[j] * vj[d];
+    }
+}
+
+
+/* ---- fused attention for many queries (prefill, encoder, aligner) ----------
+ * Flash-attention-style blocking with an exact two-pass softmax: one task
+ * handles query rows [i0, i1) of every query head that shares kv head g
+ * (row r = (i - i0) * group + head-in-group, so consecutive rows are adjacent
+ * in q and out). Per task: the full score rows q . k for the task's visible
+ * keys into a per-thread scratch, then per row scale, max, exp, sum and a
+ * division by the sum (the reference's order of operations), then P.V
+ * accumulated into out. No BLAS call: only our OpenMP threads run.
+ *
+ * Register tiles of OS_AT_MR = 6 rows by two vectors: 12 accumulators, two
+ * loads and one broadcast live, 15 of AVX2's 16 registers. Keys are packed
+ * per kv head as panels of OS_AT_NR keys, kp[panel][d][OS_AT_NR] (zero past
+ * n_kv), so the score tile reads two contiguous vectors per d; values are
+ * packed as contiguous rows vp[j][d] per kv head. */
+
+#define OS_AT_MR 6
+#define OS_AT_NR (2 * OS_LANES)
+
+/* a splat that compiles to one broadcast load (os_splat's 0 + a keeps an
+ * addition, as it must turn -0 into +0; a - 0 is a exactly) */
+static inline vf os_at_bcast(float a) { return a - (vf){0}; }
+
+/* pack keys [j0, j1) of kv head g (j0, j1 multiples of OS_AT_NR, j1 may pass
+ * n_kv: those keys become zero panels / are skipped for v) */
+static void os_attn_pack(const float *k, const float *v, os_idx n_kv, os_idx n_kv_heads, os_idx hd,
+                         os_idx g, os_idx j0, os_idx j1, float *kp, float *vp) {
+    os_idx stride = n_kv_heads * hd;
+    for (os_idx p = j0 / OS_AT_NR; p < j1 / OS_AT_NR; p++) {
+        float *dst = kp + p * hd * OS_AT_NR;
+        for (os_idx jj = 0; jj < OS_AT_NR; jj++) {
+            os_idx j = p * OS_AT_NR + jj;
+            if (j < n_kv) {
+                const float *src = k + j * stride + g * hd;
+                for (os_idx d = 0; d < hd; d++) dst[d * OS_AT_NR + jj] = src[d];
+            } else {
+                for (os_idx d = 0; d < hd; d++) dst[d * OS_AT_NR + jj] = 0.0f;
+            }
+        }
+    }
+    for (os_idx j = j0; j < j1 && j < n_kv; j++) memcpy(vp + j * hd, v + j * stride + g * hd, hd * sizeof(float));
+}
+
+/* s_r[0 : OS_AT_NR] = q_r . (the panel's keys), r < 6 */
+static inline void os_attn_scores_tile(const float *q0, const float *q1, const float *q2, const float *q3,
+                                       const float *q4, const float *q5, const float *kp, os_idx hd,
+                                       float *s, os_idx ld) {
+    vf a00 = os_splat(0), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+    vf a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+    for (os_idx d = 0; d < hd; d++) {
+        vf k0 = os_load_f32(kp + d * OS_AT_NR), k1 = os_load_f32(kp + d * OS_AT_NR + OS_LANES), b;
+        b = os_at_bcast(q0[d]); a00 += b * k0; a01 += b * k1;
+        b = os_at_bcast(q1[d]); a10 += b * k0; a11 += b * k1;
+        b = os_at_bcast(q2[d]); a20 += b * k0; a21 += b * k1;
+        b = os_at_bcast(q3[d]); a30 += b * k0; a31 += b * k1;
+        b = os_at_bcast(q4[d]); a40 += b * k0; a41 += b * k1;
+        b = os_at_bcast(q5[d]); a50 += b * k0; a51 += b * k1;
+    }
+    os_store_f32(s, a00); os_store_f32(s + OS_LANES, a01); s += ld;
+    os_store_f32(s, a10); os_store_f32(s + OS_LANES, a11); s += ld;
+    os_store_f32(s, a20); os_store_f32(s + OS_LANES, a21); s += ld;
+    os_store_f32(s, a30); os_store_f32(s + OS_LANES, a31); s += ld;
+    os_store_f32(s, a40); os_store_f32(s + OS_LANES, a41); s += ld;
+    os_store_f32(s, a50); os_store_f32(s + OS_LANES, a51);
+}
+
+/* o_r[d : d + 2 vectors] += sum_{j < nj} p_r[j] * vp[j * hd + d], r < 6 */
+static inline void os_attn_pv_tile2(const float *p, os_idx ld, const float *vp, os_idx hd, os_idx nj,
+                                    float *const *o, os_idx d) {
+    vf a00 = os_load_f32(o[0] + d), a01 = os_load_f32(o[0] + d + OS_LANES);
+    vf a10 = os_load_f32(o[1] + d), a11 = os_load_f32(o[1] + d + OS_LANES);
+    vf a20 = os_load_f32(o[2] + d), a21 = os_load_f32(o[2] + d + OS_LANES);
+    vf a30 = os_load_f32(o[3] + d), a31 = os_load_f32(o[3] + d + OS_LANES);
+    vf a40 = os_load_f32(o[4] + d), a41 = os_load_f32(o[4] + d + OS_LANES);
+    vf a50 = os_load_f32(o[5] + d), a51 = os_load_f32(o[5] + d + OS_LANES);
+    const float *p0 = p, *p1 = p + ld, *p2 = p + 2 * ld, *p3 = p + 3 * ld, *p4 = p + 4 * ld, *p5 = p + 5 * ld;
+    vp += d;
+    for (os_idx j = 0; j < nj; j++, vp += hd) {
+        vf v0 = os_load_f32(vp), v1 = os_load_f32(vp + OS_LANES), b;
+        b = os_at_bcast(p0[j]); a00 += b * v0; a01 += b * v1;
+        b = os_at_bcast(p1[j]); a10 += b * v0; a11 += b * v1;
+        b = os_at_bcast(p2[j]); a20 += b * v0; a21 += b * v1;
+        b = os_at_bcast(p3[j]); a30 += b * v0; a31 += b * v1;
+        b = os_at_bcast(p4[j]); a40 += b * v0; a41 += b * v1;
+        b = os_at_bcast(p5[j]); a50 += b * v0; a51 += b * v1;
+    }
+    os_store_f32(o[0] + d, a00); os_store_f32(o[0] + d + OS_LANES, a01);
+    os_store_f32(o[1] + d, a10); os_store_f32(o[1] + d + OS_LANES, a11);
+    os_store_f32(o[2] + d, a20); os_store_f32(o[2] + d + OS_LANES, a21);
+    os_store_f32(o[3] + d, a30); os_store_f32(o[3] + d + OS_LANES, a31);
+    os_store_f32(o[4] + d, a40); os_store_f32(o[4] + d + OS_LANES, a41);
+    os_store_f32(o[5] + d, a50); os_store_f32(o[5] + d + OS_LANES, a51);
+}
+
+/* the same for one vector of dimensions */
+static inline void os_attn_pv_tile1(const float *p, os_idx ld, const float *vp, os_idx hd, os_idx nj,
+                                    float *const *o, os_idx d) {
+    vf a0 = os_load_f32(o[0] + d), a1 = os_load_f32(o[1] + d), a2 = os_load_f32(o[2] + d);
+    vf a3 = os_load_f32(o[3] + d), a4 = os_load_f32(o[4] + d), a5 = os_load_f32(o[5] + d);
+    vp += d;
+    for (os_idx j = 0; j < nj; j++, vp += hd) {
+        vf v0 = os_load_f32(vp);
+        a0 += os_at_bcast(p[j]) * v0;
+        a1 += os_at_bcast(p[ld + j]) * v0;
+        a2 += os_at_bcast(p[2 * ld + j]) * v0;
+        a3 += os_at_bcast(p[3 * ld + j]) * v0;
+        a4 += os_at_bcast(p[4 * ld + j]) * v0;
+        a5 += os_at_bcast(p[5 * ld + j]) * v0;
+    }
+    os_store_f32(o[0] + d, a0); os_store_f32(o[1] + d, a1); os_store_f32(o[2] + d, a2);
+    os_store_f32(o[3] + d, a3); os_store_f32(o[4] + d, a4); os_store_f32(o[5] + d, a5);
+}
+
+/* one score row in place: p = softmax(s * scale) over the first n_vis keys
+ * (max, exp(x - max), sum, division by the sum), 0 for keys [n_vis, n) */
+static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
+    float mx = -INFINITY, sum = 0.0f;
+    os_idx j = 0;
+#if OS_LANES > 1
+    vf m = os_splat(-INFINITY), sc = os_splat(scale), acc = os_splat(0);
+    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
+        vf x = os_load_f32(s + j) * sc;
+        m = os_select(x > m, x, m);
+    }
+    for (int l = 0; l < OS_LANES; l++)
+        if (m[l] > mx) mx = m[l];
+#endif
+    for (; j < n_vis; j++)
+        if (s[j] * scale > mx) mx = s[j] * scale;
+    j = 0;
+#if OS_LANES > 1
+    vf mv = os_splat(mx);
+    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
+        vf e = os_exp(os_load_f32(s + j) * sc - mv);
+        os_store_f32(s + j, e);
+        acc += e;
+    }
+    sum = os_hsum(acc);
+#endif
+    for (; j < n_vis; j++) {
+        s[j] = expf(s[j] * scale - mx);
+        sum += s[j];
+    }
+    os_divide(s, n_vis, sum);
+    for (j = n_vis; j < n; j++) s[j] = 0.0f;
+}
+
+
+/* visible keys of query i */
+static inline os_idx os_attn_n_vis(os_idx i, os_idx n_kv, os_idx causal) {
+    return causal < 0 ? n_kv : (causal + i + 1 < n_kv ? causal + i + 1 : n_kv);
+}
+
+/* row pointers of the tile starting at row t0 (padding rows read `zero` and
+ * write `dummy`); returns how many keys its rows see at most */
+static inline os_idx os_attn_tile(const float *q, float *out, os_idx n_heads, os_idx hd, os_idx group,
+                                  os_idx g, os_idx i0, os_idx rows, os_idx t0, os_idx n_kv, os_idx causal,
+                                  const float *zero, float *dummy, const float **qr, float **o) {
+    os_idx bound = 0;
+    for (int r = 0; r < OS_AT_MR; r++) {
+        os_idx row = t0 + r;
+        if (row < rows) {
+            os_idx i = i0 + row / group, h = g * group + row % group;
+            os_idx n_vis = os_attn_n_vis(i, n_kv, causal);
+            qr[r] = q + (i * n_heads + h) * hd;
+            o[r] = out + (i * n_heads + h) * hd;
+            if (n_vis > bound) bound = n_vis;
+        } else {
+            qr[r] = zero;
+            o[r] = dummy + r * hd;
+        }
+    }
+    return bound;
+}
+
+/* One task: rows of queries [i0, i1) and the `group` heads of kv head g.
+ * q, out: [n_q, n_heads, hd]; kp, vp: kv head g's packed keys and values;
+ * causal < 0: every key visible, else query i sees keys j <= causal + i.
+ * s: scratch of rows_pad * ld floats (rows_pad = rows rounded up to
+ * OS_AT_MR, ld >= n_kv rounded up to OS_AT_NR); zero: hd zeros; dummy:
+ * OS_AT_MR * hd floats (the padding rows' output); kc: keys per chunk, a
+ * multiple of OS_AT_NR.
+ * Keys go in chunks over all row tiles of the task, so each chunk of k (and
+ * later v) is read from memory once per task and then from L2. */
+static void os_attn_block(const float *q, float *out, os_idx n_heads, os_idx hd, os_idx group, os_idx g,
+                          os_idx i0, os_idx i1, const float *kp, const float *vp, os_idx n_kv,
+                          os_idx causal, float scale, float *s, os_idx ld, const float *zero,
+                          float *dummy, os_idx kc) {
+    os_idx pc_step = kc / OS_AT_NR, rows = (i1 - i0) * group, max_bound = 0;
+    const float *qr[OS_AT_MR];
+    float *o[OS_AT_MR];
+    for (os_idx t0 = 0; t0 < rows; t0 += OS_AT_MR) {
+        os_idx b = os_attn_tile(q, out, n_heads, hd, group, g, i0, rows, t0, n_kv, causal, zero, dummy, qr, o);
+        if (b > max_bound) max_bound = b;
+    }
+    /* scores */
+    os_idx max_pan = (max_bound + OS_AT_NR - 1) / OS_AT_NR;
+    for (os_idx pc = 0; pc < max_pan; pc += pc_step) {
+        for (os_idx t0 = 0; t0 < rows; t0 += OS_AT_MR) {
+            os_idx b = os_attn_tile(q, out, n_heads, hd, group, g, i0, rows, t0, n_kv, causal, zero, dummy, qr, o);
+            os_idx n_pan = (b + OS_AT_NR - 1) / OS_AT_NR;
+            if (n_pan > pc + pc_step) n_pan = pc + pc_step;
+            float *st = s + t0 * ld;
+            for (os_idx p = pc; p < n_pan; p++)
+                os_attn_scores_tile(qr[0], qr[1], qr[2], qr[3], qr[4], qr[5], kp + p * hd * OS_AT_NR, hd,
+                                    st + p * OS_AT_NR, ld);
+        }
+    }
+    /* softmax per row; outputs start at zero */
+    for (os_idx t0 = 0; t0 < rows; t0 += OS_AT_MR) {
+        os_idx b = os_attn_tile(q, out, n_heads, hd, group, g, i0, rows, t0, n_kv, causal, zero, dummy, qr, o);
+        float *st = s + t0 * ld;
+        for (int r = 0; r < OS_AT_MR; r++) {
+            os_idx row = t0 + r;
+            if (row < rows)
+                os_attn_softmax_row(st + r * ld, os_attn_n_vis(i0 + row / group, n_kv, causal), b, scale);
+            else
+                for (os_idx j = 0; j < b; j++) st[r * ld + j] = 0.0f;
+            for (os_idx d = 0; d < hd; d++) o[r][d] = 0.0f;
+        }
+    }
+    /* out += P . V, a chunk of keys at a time */
+    for (os_idx j0 = 0; j0 < max_bound; j0 += kc) {
+        const float *vc = vp + j0 * hd;
+        for (os_idx t0 = 0; t0 < rows; t0 += OS_AT_MR) {
+            os_idx b = os_attn_tile(q, out, n_heads, hd, group, g, i0, rows, t0, n_kv, causal, zero, dummy, qr, o);
+            os_idx nj = b - j0 < kc ? b - j0 : kc;
+            const float *st = s + t0 * ld + j0;
+            os_idx d = 0;
+            if (nj <= 0) continue;
+            for (; d + 2 * OS_LANES <= hd; d += 2 * OS_LANES) os_attn_pv_tile2(st, ld, vc, hd, nj, o, d);
+            for (; d + OS_LANES <= hd; d += OS_LANES) os_attn_pv_tile1(st, ld, vc, hd, nj, o, d);
+            for (; d < hd; d++)
+                for (int r = 0; r < OS_AT_MR; r++) {
+                    float a = o[r][d];
+                    for (os_idx j = 0; j < nj; j++) a += st[r * ld + j] * vc[j * hd + d];
+                    o[r][d] = a;
+                }
+        }
     }
 }
 

@@ -27,8 +27,15 @@ _F32_GEMV_MAX_ROWS = 1
 # weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
 _BF16_BLOCK_BYTES = 4 << 20
 # queries up to which attention runs the compiled per-row kernel (decode);
-# longer ones (prefill, encoder) use batched BLAS matmuls
+# longer ones (prefill, encoder, aligner) run the fused kernel
 _ATTENTION_MAX_QUERIES = 8
+# fused attention: score rows (queries x the heads of one kv head) per task;
+# their scores (rows x n_kv float32) are the task's scratch, and each chunk
+# of keys and values is read once per task for all of them
+_ATTENTION_TASK_ROWS = 48
+# keys per chunk: a chunk of values (16 KiB at head_dim 64) stays in L1
+# while every row tile of the task runs over it
+_ATTENTION_KEY_CHUNK = 64
 
 __all__ = [
     "argmax",
@@ -432,40 +439,33 @@ def attention(
     if _kernels is None:
         return _ref.attention(q, k, v, float(scale), causal_offset)
     if q.shape[0] > _ATTENTION_MAX_QUERIES:
-        return _attention_blocked(q, k, v, float(scale), causal_offset)
+        return _attention_fused(q, k, v, float(scale), causal_offset)
     out = np.empty(q.shape, np.float32)
     _kernels.attention(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
     return out
 
 
-def _attention_blocked(
+def _attention_fused(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal_offset: int | None
 ) -> np.ndarray:
-    """Prefill/encoder attention: BLAS for q k^T and p v, our kernel for the masked softmax.
+    """Prefill/encoder attention in one OpenMP kernel: scores, exact softmax and P.V per task.
 
-    Queries go in blocks (scores near 32 MiB); a causal block only multiplies the
-    keys its last query can see.
+    A task is a block of queries for the heads of one kv head. No BLAS call, so
+    no second thread pool spins against ours.
     """
-    n_q, n_heads, head_dim = q.shape
-    n_kv, n_kv_heads, _ = k.shape
+    n_q, n_heads, _ = q.shape
+    n_kv_heads = k.shape[1]
     group = n_heads // n_kv_heads
-    qh = q.transpose(1, 0, 2).reshape(n_kv_heads, group, n_q, head_dim)
-    # contiguous per-head copies (a few MB): BLAS runs measurably faster on them
-    # than on strided views of the [n_kv, n_kv_heads, hd] layout
-    kh = np.ascontiguousarray(k.transpose(1, 2, 0))  # [n_kv_heads, hd, n_kv]
-    vh = np.ascontiguousarray(v.transpose(1, 0, 2))  # [n_kv_heads, n_kv, hd]
-    out = np.empty((n_kv_heads, group, n_q, head_dim), dtype=np.float32)
-    block = max(1, _ref._SCORE_BYTES // (4 * n_heads * max(1, n_kv)))
     nt = get_threads()
-    for i0 in range(0, n_q, block):
-        i1 = min(n_q, i0 + block)
-        keys = n_kv if causal_offset is None else min(n_kv, causal_offset + i1)
-        scores = np.matmul(qh[:, :, i0:i1], kh[:, None, :, :keys])  # [n_kv_heads, group, b, keys]
-        _kernels.scaled_softmax(
-            scores.reshape(-1, keys), i1 - i0, i0, -1 if causal_offset is None else causal_offset, scale, nt
-        )
-        np.matmul(scores, vh[:, None, :keys], out=out[:, :, i0:i1])
-    return np.ascontiguousarray(out.reshape(n_heads, n_q, head_dim).transpose(1, 0, 2))
+    block = max(1, _ATTENTION_TASK_ROWS // group)
+    # at least two tasks per thread, so no thread idles on short inputs
+    per_head = -(-2 * nt // n_kv_heads)
+    block = max(1, min(block, -(-n_q // per_head)))
+    out = np.empty(q.shape, np.float32)
+    _kernels.attention_fused(
+        q, k, v, scale, -1 if causal_offset is None else causal_offset, out, block, _ATTENTION_KEY_CHUNK, nt
+    )
+    return out
 
 
 def argmax(x: np.ndarray) -> int:
