@@ -575,6 +575,29 @@ static inline void os_attn_pv_tile1(const float *p, os_idx ld, const float *vp, 
     os_store_f32(o[3] + d, a3); os_store_f32(o[4] + d, a4); os_store_f32(o[5] + d, a5);
 }
 
+#if OS_LANES > 1
+/* exp(x) for x <= 0 (scores minus their row max): Cephes' expf as os_exp
+ * (same clamp below, same polynomial) with n = round(x / ln 2) taken by the
+ * 1.5 * 2^23 rounding trick instead of a floor with a fix-up, and no upper
+ * clamp; r stays within [-ln2/2, ln2/2], so the error bound is os_exp's */
+static inline vf os_at_exp_neg(vf x) {
+    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
+    const vf magic = os_splat(12582912.0f);
+    vf t = x * 1.44269504088896341f + magic;
+    vf nf = t - magic;
+    vi n = (vi)t - (vi)magic;
+    vf r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
+    vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    vi e = (n + 127) << 23;
+    return p * (vf)e;
+}
+#endif
+
 /* one score row in place: p = softmax(s * scale) over the first n_vis keys
  * (max, exp(x - max), sum, division by the sum), 0 for keys [n_vis, n) */
 static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
@@ -595,7 +618,7 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
 #if OS_LANES > 1
     vf mv = os_splat(mx);
     for (; j + OS_LANES <= n_vis; j += OS_LANES) {
-        vf e = os_exp(os_load_f32(s + j) * sc - mv);
+        vf e = os_at_exp_neg(os_load_f32(s + j) * sc - mv);
         os_store_f32(s + j, e);
         acc += e;
     }
