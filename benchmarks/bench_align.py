@@ -28,7 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# Import onespeech before numpy, as an application does, so that onespeech.kernels
+# can shorten OpenBLAS's idle spinning before numpy loads it (docs/kernels.md, "Threads").
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
+import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_ALIGNER", ROOT / "build" / "checkpoints" / "aligner-0.6b"))

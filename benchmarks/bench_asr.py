@@ -33,7 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# Import onespeech before numpy, as an application does, so that onespeech.kernels
+# can shorten OpenBLAS's idle spinning before numpy loads it (docs/kernels.md, "Threads").
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
+import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
