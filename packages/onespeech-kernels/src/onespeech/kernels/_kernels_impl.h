@@ -329,15 +329,9 @@ typedef int32_t vi __attribute__((vector_size(4 * OS_LANES)));
 static inline vf os_select(vi mask, vf a, vf b) { /* mask ? a : b, lane-wise */
     return (vf)(((vi)a & mask) | ((vi)b & ~mask));
 }
-static inline vf os_exp(vf x) {
-    x = os_select(x > os_splat(88.72283f), os_splat(88.72283f), x);
-    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
-    vf fx = x * 1.44269504088896341f + 0.5f;
-    vi n = __builtin_convertvector(fx, vi); /* truncation; fix up to floor */
-    vf nf = __builtin_convertvector(n, vf);
-    vi over = nf > fx;
-    n += over;                               /* mask is -1 where trunc > floor */
-    nf = __builtin_convertvector(n, vf);
+/* exp(x) = 2^n * exp(x - n ln 2) for n = nf (as float and int): the reduced
+ * argument in two parts of ln 2, then Cephes' degree-6 polynomial */
+static inline vf os_exp_reduced(vf x, vf nf, vi n) {
     vf r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
     vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
@@ -347,6 +341,17 @@ static inline vf os_exp(vf x) {
     p = p * (r * r) + r + 1.0f;
     vi e = (n + 127) << 23;
     return p * (vf)e;
+}
+static inline vf os_exp(vf x) {
+    x = os_select(x > os_splat(88.72283f), os_splat(88.72283f), x);
+    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
+    vf fx = x * 1.44269504088896341f + 0.5f;
+    vi n = __builtin_convertvector(fx, vi); /* truncation; fix up to floor */
+    vf nf = __builtin_convertvector(n, vf);
+    vi over = nf > fx;
+    n += over;                               /* mask is -1 where trunc > floor */
+    nf = __builtin_convertvector(n, vf);
+    return os_exp_reduced(x, nf, n);
 }
 #endif
 
@@ -586,15 +591,7 @@ static inline vf os_at_exp_neg(vf x) {
     vf t = x * 1.44269504088896341f + magic;
     vf nf = t - magic;
     vi n = (vi)t - (vi)magic;
-    vf r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
-    vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    vi e = (n + 127) << 23;
-    return p * (vf)e;
+    return os_exp_reduced(x, nf, n);
 }
 #endif
 
