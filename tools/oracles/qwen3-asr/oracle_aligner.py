@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
 sys.path.insert(0, str(HERE.parents[1]))  # tools/ (onespeech_tools) when not installed
 
 from onespeech_tools.data import shared_data_or_skip  # noqa: E402

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_RATE = 16000
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tools/ (onespeech_tools) when not installed
 

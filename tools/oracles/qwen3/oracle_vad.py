@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
 SAMPLE_RATE = 16000
 WINDOW = 512
 CONTEXT = 64
