@@ -399,44 +399,6 @@ static void os_gelu(const float *x, float *y, os_idx n) {
     for (; i < n; i++) y[i] = os_gelu_1(x[i]);
 }
 
-/* s[j] *= scale over n values; returns their maximum (NaN never wins a
- * comparison, in the lanes as in the scalar loop, so the result is the same) */
-static inline float os_scale_max(float *s, os_idx n, float scale) {
-    float mx = -INFINITY;
-    os_idx j = 0;
-#if OS_LANES > 1
-    vf m = os_splat(-INFINITY), sc = os_splat(scale);
-    for (; j + OS_LANES <= n; j += OS_LANES) {
-        vf v = os_load_f32(s + j) * sc;
-        os_store_f32(s + j, v);
-        m = os_select(v > m, v, m);
-    }
-    for (int l = 0; l < OS_LANES; l++)
-        if (m[l] > mx) mx = m[l];
-#endif
-    for (; j < n; j++) {
-        s[j] *= scale;
-        if (s[j] > mx) mx = s[j];
-    }
-    return mx;
-}
-
-/* s[j] = exp(s[j] - mx) over n values; returns their sum */
-static inline float os_exp_sum(float *s, os_idx n, float mx) {
-    float sum = 0.0f;
-    os_idx j = 0;
-    for (; j + OS_LANES <= n; j += OS_LANES) {
-        vf e = os_exp(os_load_f32(s + j) - mx);
-        os_store_f32(s + j, e);
-        sum += os_hsum(e);
-    }
-    for (; j < n; j++) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
-    }
-    return sum;
-}
-
 /* s[j] /= sum: a division, as the reference does (not a reciprocal multiply) */
 static inline void os_divide(float *s, os_idx n, float sum) {
     os_idx j = 0;
@@ -447,6 +409,55 @@ static inline void os_divide(float *s, os_idx n, float sum) {
     for (; j < n; j++) s[j] = s[j] / sum;
 }
 
+#if OS_LANES > 1
+/* exp(x) for x <= 0 (scores minus their row max): Cephes' expf as os_exp
+ * (same clamp below, same polynomial) with n = round(x / ln 2) taken by the
+ * 1.5 * 2^23 rounding trick instead of a floor with a fix-up, and no upper
+ * clamp; r stays within [-ln2/2, ln2/2], so the error bound is os_exp's */
+static inline vf os_at_exp_neg(vf x) {
+    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
+    const vf magic = os_splat(12582912.0f);
+    vf t = x * 1.44269504088896341f + magic;
+    vf nf = t - magic;
+    vi n = (vi)t - (vi)magic;
+    return os_exp_reduced(x, nf, n);
+}
+#endif
+
+/* one score row in place: p = softmax(s * scale) over the first n_vis keys
+ * (max, exp(x - max), sum, division by the sum), 0 for keys [n_vis, n) */
+static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
+    float mx = -INFINITY, sum = 0.0f;
+    os_idx j = 0;
+#if OS_LANES > 1
+    vf m = os_splat(-INFINITY), sc = os_splat(scale), acc = os_splat(0);
+    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
+        vf x = os_load_f32(s + j) * sc;
+        m = os_select(x > m, x, m);
+    }
+    for (int l = 0; l < OS_LANES; l++)
+        if (m[l] > mx) mx = m[l];
+#endif
+    for (; j < n_vis; j++)
+        if (s[j] * scale > mx) mx = s[j] * scale;
+    j = 0;
+#if OS_LANES > 1
+    vf mv = os_splat(mx);
+    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
+        vf e = os_at_exp_neg(os_load_f32(s + j) * sc - mv);
+        os_store_f32(s + j, e);
+        acc += e;
+    }
+    sum = os_hsum(acc);
+#endif
+    for (; j < n_vis; j++) {
+        s[j] = expf(s[j] * scale - mx);
+        sum += s[j];
+    }
+    os_divide(s, n_vis, sum);
+    for (j = n_vis; j < n; j++) s[j] = 0.0f;
+}
+
 /* ---- attention for one query row and one head ------------------------------
  * scores[j] = (q . k_j) * scale for the n_keys visible keys, softmax in float32,
  * out = sum_j p_j v_j. k and v rows are kv_stride floats apart (the KV cache
@@ -454,8 +465,7 @@ static inline void os_divide(float *s, os_idx n, float sum) {
 static void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
                              os_idx n_keys, os_idx hd, float scale, float *scores, float *out) {
     for (os_idx j = 0; j < n_keys; j++) scores[j] = os_dot_f32_1(q, k + j * kv_stride, hd);
-    float mx = os_scale_max(scores, n_keys, scale);
-    os_divide(scores, n_keys, os_exp_sum(scores, n_keys, mx));
+    os_attn_softmax_row(scores, n_keys, n_keys, scale);
     for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;
     for (os_idx j = 0; j < n_keys; j++) {
         const float *vj = v + j * kv_stride;
@@ -579,56 +589,6 @@ static inline void os_attn_pv_tile1(const float *p, os_idx ld, const float *vp, 
     os_store_f32(o[0] + d, a0); os_store_f32(o[1] + d, a1); os_store_f32(o[2] + d, a2);
     os_store_f32(o[3] + d, a3); os_store_f32(o[4] + d, a4); os_store_f32(o[5] + d, a5);
 }
-
-#if OS_LANES > 1
-/* exp(x) for x <= 0 (scores minus their row max): Cephes' expf as os_exp
- * (same clamp below, same polynomial) with n = round(x / ln 2) taken by the
- * 1.5 * 2^23 rounding trick instead of a floor with a fix-up, and no upper
- * clamp; r stays within [-ln2/2, ln2/2], so the error bound is os_exp's */
-static inline vf os_at_exp_neg(vf x) {
-    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
-    const vf magic = os_splat(12582912.0f);
-    vf t = x * 1.44269504088896341f + magic;
-    vf nf = t - magic;
-    vi n = (vi)t - (vi)magic;
-    return os_exp_reduced(x, nf, n);
-}
-#endif
-
-/* one score row in place: p = softmax(s * scale) over the first n_vis keys
- * (max, exp(x - max), sum, division by the sum), 0 for keys [n_vis, n) */
-static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
-    float mx = -INFINITY, sum = 0.0f;
-    os_idx j = 0;
-#if OS_LANES > 1
-    vf m = os_splat(-INFINITY), sc = os_splat(scale), acc = os_splat(0);
-    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
-        vf x = os_load_f32(s + j) * sc;
-        m = os_select(x > m, x, m);
-    }
-    for (int l = 0; l < OS_LANES; l++)
-        if (m[l] > mx) mx = m[l];
-#endif
-    for (; j < n_vis; j++)
-        if (s[j] * scale > mx) mx = s[j] * scale;
-    j = 0;
-#if OS_LANES > 1
-    vf mv = os_splat(mx);
-    for (; j + OS_LANES <= n_vis; j += OS_LANES) {
-        vf e = os_at_exp_neg(os_load_f32(s + j) * sc - mv);
-        os_store_f32(s + j, e);
-        acc += e;
-    }
-    sum = os_hsum(acc);
-#endif
-    for (; j < n_vis; j++) {
-        s[j] = expf(s[j] * scale - mx);
-        sum += s[j];
-    }
-    os_divide(s, n_vis, sum);
-    for (j = n_vis; j < n; j++) s[j] = 0.0f;
-}
-
 
 /* visible keys of query i */
 static inline os_idx os_attn_n_vis(os_idx i, os_idx n_kv, os_idx causal) {
