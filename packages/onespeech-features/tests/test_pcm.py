@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,9 @@ def test_max_samples_bound() -> None:
     validate_pcm(np.zeros(500, dtype=np.float32), max_samples=500)
     with pytest.raises(PcmTooLongError, match="501 samples.*at most 500"):
         validate_pcm(np.zeros(501, dtype=np.float32), max_samples=500)
+
+
+@pytest.mark.parametrize("source", ["clip.wav", b"clip.wav", Path("clip.wav")])
+def test_a_file_name_is_refused_with_the_loader_named(source) -> None:
+    with pytest.raises(PcmShapeError, match=r"where 16 kHz mono PCM samples are expected.*load_audio\(path\)"):
+        validate_pcm(source)

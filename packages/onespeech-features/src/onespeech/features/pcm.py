@@ -8,6 +8,8 @@ whose power overflows float32 are refused, naming the offending index or value.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from onespeech.features.errors import (
@@ -52,6 +54,11 @@ def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None) -> np.ndarr
         The sum of squared samples exceeds the float32 maximum (this includes float64
         samples beyond the float32 range).
     """
+    if isinstance(pcm, (str, bytes, os.PathLike)):
+        raise PcmShapeError(
+            f"got {type(pcm).__name__} {pcm!r} where 16 kHz mono PCM samples are expected; "
+            "read a file with onespeech.features.load_audio(path) first"
+        )
     array = np.asarray(pcm)
     if array.ndim != 1:
         raise PcmShapeError(
