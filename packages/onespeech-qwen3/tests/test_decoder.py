@@ -83,6 +83,21 @@ def test_greedy_generation(decoder: Qwen3Decoder) -> None:
     assert decoder.generate(x, 6, eos_ids=(ids[0],)).ids == []
 
 
+def test_teacher_forcing(decoder: Qwen3Decoder) -> None:
+    x = embeds(decoder, 16, seed=3)
+    greedy = decoder.generate(x, 6, eos_ids=()).ids
+    # fed its own greedy ids, each step's argmax is the next greedy id
+    assert decoder.teacher_forced(x, greedy) == greedy
+    # fed other ids, step t's argmax is the full forward's over prompt + forced[:t]
+    forced = [(t + 7) % decoder.dims.vocab_size for t in greedy]
+    choices = decoder.teacher_forced(x, forced)
+    assert len(choices) == len(forced) and choices[0] == greedy[0]
+    for step in range(1, len(forced)):
+        seq = np.concatenate([x, decoder.embed(np.array(forced[:step]))])
+        assert int(np.argmax(decoder.logits(decoder.hidden_states(seq)[-1]))) == choices[step]
+    assert decoder.teacher_forced(x, []) == []
+
+
 def test_cancellation_between_steps(decoder: Qwen3Decoder) -> None:
     calls = {"n": 0}
 

@@ -155,7 +155,28 @@ class WindowedEncoder:
             handle.remove()
 
 
-def run_case(asr, case: Case, pcm: np.ndarray, steps: int, windowed: bool) -> tuple[dict, dict]:
+class TeacherForcing:
+    """A logits processor that records the model's argmax, then forces the given id.
+
+    With the FP32 reference's greedy ids forced, step t's argmax is this run's
+    choice after the same prefix: a per-token agreement count that a single
+    near-tie cannot cut short, unlike the common prefix of two free runs.
+    """
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+        self.argmax: list[int] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.argmax.append(int(scores[0].argmax()))
+        forced = torch.full_like(scores, -torch.inf)
+        forced[0, self.ids[len(self.argmax) - 1]] = 0.0
+        return forced
+
+
+def run_case(
+    asr, case: Case, pcm: np.ndarray, steps: int, windowed: bool, forced_ids: list[int] | None = None
+) -> tuple[dict, dict]:
     from qwen_asr.inference.utils import (
         MAX_ASR_INPUT_SECONDS,
         normalize_audio_input,
@@ -224,6 +245,13 @@ def run_case(asr, case: Case, pcm: np.ndarray, steps: int, windowed: bool) -> tu
         rec2, tokens2, _ = generate(steps)
         arrays["tokens_min_new"] = np.asarray(tokens2, dtype=np.int64)
         info["tokens_min_new"] = tokens2
+    if forced_ids:
+        forcing = TeacherForcing(forced_ids)
+        with torch.no_grad():
+            model.generate(**inputs, max_new_tokens=len(forced_ids), logits_processor=[forcing])
+        arrays["forced_ids"] = np.asarray(forced_ids, dtype=np.int64)
+        arrays["forced_argmax"] = np.asarray(forcing.argmax, dtype=np.int64)
+        info["forced_agree"] = int(np.sum(arrays["forced_ids"] == arrays["forced_argmax"]))
     if windowed:
         window = WindowedEncoder(thinker.audio_tower)
         try:
@@ -287,6 +315,7 @@ def main() -> int:
     dtype = getattr(torch, args.dtype)
     out = args.out / "asr" / (args.size if args.dtype == "float32" else f"{args.size}-bf16")
     out.mkdir(parents=True, exist_ok=True)
+    fp32_dir = args.out / "asr" / args.size
     ckpt = args.checkpoint or out / "ckpt"
     start = time.perf_counter()
     if args.checkpoint is None:
@@ -308,7 +337,13 @@ def main() -> int:
         start = time.perf_counter()
         # windows only differ from full attention beyond n_window_infer mel frames (8 s)
         windowed = pcm.shape[0] // 160 > window_frames
-        info, arrays = run_case(asr, case, pcm, args.steps, windowed=windowed)
+        forced_ids = None
+        if args.dtype == "bfloat16" and (fp32_dir / f"{case.name}.npz").exists():
+            # the FP32 reference's greedy ids, forced step by step (issue 5's agreement count)
+            with np.load(fp32_dir / f"{case.name}.npz") as fp32:
+                forced_ids = [int(t) for t in fp32["tokens"]]
+        info, arrays = run_case(asr, case, pcm, args.steps, windowed=windowed and args.dtype == "float32",
+                                forced_ids=forced_ids)  # fmt: skip
         info["seconds_case"] = round(time.perf_counter() - start, 3)
         np.savez(out / f"{case.name}.npz", **arrays)
         index.append(info)

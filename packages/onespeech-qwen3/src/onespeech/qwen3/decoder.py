@@ -20,7 +20,7 @@ never reused for autoregressive generation).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -216,6 +216,30 @@ class Qwen3Decoder:
         return r(hidden + r(ops.linear(r(ops.swiglu(gate, up)), w[p + "mlp.down_proj.weight"])))
 
     # -- greedy generation ---------------------------------------------------------------
+
+    def teacher_forced(self, embeds: np.ndarray, forced_ids: Sequence[int], cancel: Cancel = None) -> list[int]:
+        """The argmax after the prompt and after each prefix of ``forced_ids``.
+
+        Runs exactly as :meth:`generate` (prefill, then one cached step per id) but
+        feeds ``forced_ids`` instead of its own choices, so element ``t`` of the
+        result is this model's next id after ``prompt + forced_ids[:t]``. Parity
+        tools count per-step agreement with another model's greedy ids this way.
+
+        Returns
+        -------
+        list[int], one argmax per forced id
+        """
+        forced = [int(t) for t in forced_ids]
+        if not forced:
+            return []
+        cache = self.cache_for(embeds.shape[0] + len(forced))
+        hidden = self.forward(embeds, cache, cancel)
+        choices = [ops.argmax(self.logits(hidden[-1]))]
+        for token in forced[:-1]:
+            raise_if_cancelled(cancel)
+            hidden = self.forward(self.embed(np.array([token])), cache, cancel)
+            choices.append(ops.argmax(self.logits(hidden[-1])))
+        return choices
 
     def generate(
         self,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,11 +278,15 @@ class Qwen3Recognizer:
         mel: np.ndarray | None = None,
         keep_first_logits: bool = False,
         min_new_tokens: int = 0,
+        forced_ids: Sequence[int] | None = None,
     ) -> ChunkRecognition:
         """One bounded recognition with fresh decoder state, keeping every stage's output.
 
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
+        With ``forced_ids`` the decoder is teacher-forced (``Qwen3Decoder.teacher_forced``):
+        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``,
+        ``finished`` is False and no first logits are kept.
         """
         self._check_open()
         if mel is None:
@@ -291,6 +296,9 @@ class Qwen3Recognizer:
         embeds = self.decoder.embed(prompt.ids)
         # audio-token embedding substitution at the audio pad positions
         embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+        if forced_ids is not None:
+            choices = self.decoder.teacher_forced(embeds, forced_ids, cancel)
+            return ChunkRecognition(mel, audio_embeds, prompt, Generation(choices, False))
         generation = self.decoder.generate(
             embeds,
             max_new_tokens,
