@@ -45,6 +45,40 @@ def test_generic_is_scalar_and_variants_report_themselves() -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("k", [1024, 61])
+def test_linear_many_equals_one_call_per_matrix(variant: str, k: int) -> None:
+    x = randn(1, k)
+    shapes = (2048, 1024, 1024) if k == 1024 else (5, 33, 17, 1)  # blocks of 16 rows and odd tails
+    w32 = [randn(n, k, scale=0.05) for n in shapes]
+    w16 = [reference.f32_to_bf16(w) for w in w32]
+    for ws, single in ((w16, "linear_bf16"), (w32, "linear_f32")):
+        want = []
+        for w in ws:
+            y = np.empty((1, w.shape[0]), np.float32)
+            run(variant, single, x, w, None, y, threads=1)
+            want.append(y)
+        for threads in (1, 2, 3):
+            ys = tuple(np.full((1, w.shape[0]), np.nan, np.float32) for w in ws)
+            run(variant, "linear_many", x, tuple(ws), ys, threads=threads)
+            for y, expected in zip(ys, want, strict=True):
+                assert np.array_equal(y, expected)
+
+
+def test_ops_linear_many_checks_and_falls_back() -> None:
+    x, w = randn(1, 8), randn(4, 8)
+    ys = ops.linear_many(x[0], [w, w[:2]])
+    assert [y.shape for y in ys] == [(4,), (2,)] and np.array_equal(ys[0], ops.linear(x[0], w))
+    rows = ops.linear_many(randn(3, 8), [w])  # several rows: one linear per matrix
+    assert rows[0].shape == (3, 4)
+    with pytest.raises(ValueError, match="mix dtypes"):
+        ops.linear_many(x, [w, reference.f32_to_bf16(w)])
+    with pytest.raises(ValueError, match="1 to 8 weights"):
+        ops.linear_many(x, [w] * 9)
+    with pytest.raises(ValueError, match=r"ws\[1\] has shape \(4, 7\)"):
+        ops.linear_many(x, [w, randn(4, 7)])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 1024), (1, 3072, 1024), (1, 1024, 3072), (3, 257, 1031), (4, 64, 128),
                                    (8, 100, 61), (1, 5, 7)])
 def test_linear_bf16_and_f32_match_generic(variant: str, m: int, n: int, k: int) -> None:

@@ -155,6 +155,71 @@ def linear_f32(const float[:, ::1] x,    # IN  (M, K)
                         b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
 
 
+cdef enum:
+    MAX_MANY = 8
+
+
+def linear_many(const float[:, ::1] x,  # IN  (1, K)
+                tuple ws,               # IN  up to 8 weights (N_i, K), all float32 or all bf16 bits
+                tuple ys,               # OUT (1, N_i) each
+                int n_threads):
+    """ys[i] = x @ ws[i].T for one activation row, in one parallel region.
+
+    Decode multiplies one row by several matrices that share it (q/k/v,
+    gate/up); one region over all their rows saves a fork/join per matrix and,
+    for bf16, permutes the row once. Rows are split in ROW_BLOCK blocks as in
+    linear_bf16/linear_f32, so every output is summed exactly as there.
+    """
+    cdef const unsigned short[:, ::1] wb
+    cdef const float[:, ::1] wf
+    cdef float[:, ::1] yv
+    cdef const unsigned short *bp[MAX_MANY]
+    cdef const float *fp[MAX_MANY]
+    cdef float *yp[MAX_MANY]
+    cdef os_idx rows[MAX_MANY]
+    cdef os_idx first[MAX_MANY + 1]
+    cdef os_idx K = x.shape[1], b, n0, n1
+    cdef int i, j, n = len(ws), nt
+    cdef bint bf16 = n > 0 and ws[0].dtype.itemsize == 2
+    cdef float *xp = NULL
+    if n != len(ys) or not 0 < n <= MAX_MANY:
+        raise ValueError(f"linear_many takes 1..{MAX_MANY} weights and as many outputs")
+    first[0] = 0
+    for i in range(n):
+        if bf16:
+            wb = ws[i]
+            bp[i] = &wb[0, 0]
+            rows[i] = wb.shape[0]
+        else:
+            wf = ws[i]
+            fp[i] = &wf[0, 0]
+            rows[i] = wf.shape[0]
+        yv = ys[i]
+        yp[i] = &yv[0, 0]
+        first[i + 1] = first[i] + (rows[i] + ROW_BLOCK - 1) // ROW_BLOCK
+    nt = _threads_for(first[n], n_threads)
+    if bf16 and OS_PAIR_GEMV:
+        xp = <float *> malloc(max(1, K) * sizeof(float))
+        if xp == NULL:
+            raise MemoryError(f"bf16 GEMV needs {K} float32 of scratch")
+        os_pair_permute(&x[0, 0], xp, K)
+    try:
+        for b in prange(first[n], nogil=True, schedule="static", num_threads=nt):
+            j = 0
+            while first[j + 1] <= b:
+                j = j + 1
+            n0 = (b - first[j]) * ROW_BLOCK
+            n1 = min(rows[j], n0 + ROW_BLOCK)
+            if not bf16:
+                os_dot_f32_rows(&x[0, 0], 1, fp[j], K, NULL, yp[j], rows[j], n0, n1)
+            elif xp != NULL:
+                os_gemv_bf16_rows(&x[0, 0], xp, bp[j], K, NULL, yp[j], n0, n1)
+            else:
+                os_dot_bf16_rows(&x[0, 0], 1, bp[j], K, NULL, yp[j], rows[j], n0, n1)
+    finally:
+        free(xp)
+
+
 def stream_sum(const float[::1] a,  # IN
                int n_threads):
     """sum(a) in per-thread chunks: reads memory at full speed (bandwidth probe)."""

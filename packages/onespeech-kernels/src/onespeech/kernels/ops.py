@@ -46,6 +46,7 @@ __all__ = [
     "gelu",
     "layer_norm",
     "linear",
+    "linear_many",
     "rms_norm",
     "rope",
     "round_bf16",
@@ -192,6 +193,42 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
         if bias is not None:
             y += bias
     return y.reshape(*x.shape[:-1], n)
+
+
+def linear_many(x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """``[linear(x, w) for w in ws]``, computed together when x is one row.
+
+    Decode multiplies one activation row by several matrices (q/k/v, gate/up);
+    the compiled kernel runs them in one parallel region instead of one each.
+    Every output equals ``linear(x, w)`` bit for bit.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (..., K)
+    ws : sequence of ndarray[float32 | uint16 (bf16)], shape (N_i, K), one dtype
+        At most 8.
+
+    Returns
+    -------
+    list of ndarray[float32], shapes (..., N_i)
+    """
+    x = _array("x", x)
+    ws = [_weight(f"ws[{i}]", w) for i, w in enumerate(ws)]
+    if not 1 <= len(ws) <= 8:
+        raise ValueError(f"linear_many takes 1 to 8 weights, got {len(ws)}")
+    for i, w in enumerate(ws):
+        _ndim(f"ws[{i}]", w, 2, "(N, K)")
+        if x.ndim < 1 or x.shape[-1] != w.shape[1]:
+            raise ValueError(f"x has shape {x.shape} but ws[{i}] has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
+    if len({w.dtype for w in ws}) != 1:
+        raise ValueError(f"ws mix dtypes {sorted({str(w.dtype) for w in ws})}; give one dtype (float32 or uint16 bf16)")
+    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+    if _kernels is None or rows != 1:
+        return [linear(x, w) for w in ws]
+    x2 = x.reshape(1, -1)
+    ys = tuple(np.empty((1, w.shape[0]), np.float32) for w in ws)
+    _kernels.linear_many(x2, tuple(ws), ys, get_threads())
+    return [y.reshape(*x.shape[:-1], y.shape[1]) for y in ys]
 
 
 def _f32(a: np.ndarray) -> np.ndarray:

@@ -198,9 +198,10 @@ class Qwen3Decoder:
         eps = d.rms_norm_eps
         # attention: q/k/v, per-head q/k RMS norm, rotary positions
         x = r(ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps))
-        q = r(ops.linear(x, w[p + "self_attn.q_proj.weight"])).reshape(n, d.num_heads, d.head_dim)
-        k = r(ops.linear(x, w[p + "self_attn.k_proj.weight"])).reshape(n, d.num_kv_heads, d.head_dim)
-        v = r(ops.linear(x, w[p + "self_attn.v_proj.weight"])).reshape(n, d.num_kv_heads, d.head_dim)
+        q, k, v = ops.linear_many(x, [w[p + f"self_attn.{m}_proj.weight"] for m in "qkv"])
+        q = r(q).reshape(n, d.num_heads, d.head_dim)
+        k = r(k).reshape(n, d.num_kv_heads, d.head_dim)
+        v = r(v).reshape(n, d.num_kv_heads, d.head_dim)
         q = r(ops.rope(r(ops.rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)), cos, sin))
         k = r(ops.rope(r(ops.rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)), cos, sin))
         # present keys/values join the past in the preallocated cache
@@ -211,8 +212,8 @@ class Qwen3Decoder:
         hidden = r(hidden + r(ops.linear(attn, w[p + "self_attn.o_proj.weight"])))
         # SwiGLU MLP
         x = r(ops.rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps))
-        gate = r(ops.linear(x, w[p + "mlp.gate_proj.weight"]))
-        up = r(ops.linear(x, w[p + "mlp.up_proj.weight"]))
+        gate, up = ops.linear_many(x, [w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]])
+        gate, up = r(gate), r(up)
         return r(hidden + r(ops.linear(r(ops.swiglu(gate, up)), w[p + "mlp.down_proj.weight"])))
 
     # -- greedy generation ---------------------------------------------------------------
