@@ -24,6 +24,18 @@ _kernels = _cpu.select_variant()
 _BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
 _F32_GEMV_MAX_ROWS = 1
+# weight shapes (K, N) whose float32 products with more than one row run our
+# unpacked GEMM (`gemm_f32`) instead of BLAS: those where it measured faster
+# (benchmarks/bench_kernels.py --only gemm). None yet: at every encoder and
+# prefill shape it reached 0.66-0.89x of OpenBLAS (2 threads, 2026-12-01)
+_GEMM_KERNEL_SHAPES: frozenset[tuple[int, int]] = frozenset()
+# its K block: a tile of 4 x rows (4 KiB) stays in L1 while a band of w rows
+# streams from L2 (in-L1 tile speed measured best at 256: 70 GFLOP/s per
+# core, vs 65 at 1024); fixed, never derived from the thread count, since the
+# summation order of every output depends on it
+_GEMM_KC = 256
+# bytes of one band of w rows (nb x kc float32) per task, well inside L2
+_GEMM_BAND_BYTES = 96 << 10
 # weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
 _BF16_BLOCK_BYTES = 4 << 20
 # queries up to which attention runs the compiled per-row kernel (decode);
@@ -187,11 +199,31 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
         _kernels.linear_f32(x2, w, bias, y, get_threads())
+    elif _gemm_wins(m, n, w.shape[1]):
+        y = np.empty((m, n), np.float32)
+        _kernels.gemm_f32(x2, w, bias, y, *_gemm_plan(m, n, w.shape[1], get_threads()), get_threads())
     else:
         y = x2 @ w.T
         if bias is not None:
             y += bias
     return y.reshape(*x.shape[:-1], n)
+
+
+def _gemm_wins(m: int, n: int, k: int) -> bool:
+    """Whether our unpacked GEMM beat BLAS at this weight shape (see _GEMM_KERNEL_SHAPES)."""
+    return (k, n) in _GEMM_KERNEL_SHAPES
+
+
+def _gemm_plan(m: int, n: int, k: int, threads: int) -> tuple[int, int, int]:
+    """(x rows, w rows, K block) per task of `gemm_f32`: bands of w that fit L2, the same count per thread."""
+    kc = _GEMM_KC
+    band_rows = max(1, _GEMM_BAND_BYTES // (4 * min(kc, max(1, k))))
+    n_bands = -(-n // band_rows)
+    if n_bands > 1:
+        # equal bands, a multiple of the thread count (no thread waits on a last band)
+        n_bands = -(-n_bands // threads) * threads
+    m_blocks = -(-threads // n_bands) if n_bands < threads else 1
+    return -(-m // m_blocks), -(-n // n_bands), kc
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
