@@ -68,14 +68,15 @@ def test_gemm_empty_shapes(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("lead", [(2,), (5, 7), (130,)])
-def test_linear_routes_listed_shapes_to_the_kernel(variant: str, lead: tuple[int, ...], monkeypatch) -> None:
-    monkeypatch.setattr(ops, "_kernels", cpu.load_variant(variant))
-    monkeypatch.setattr(ops, "_GEMM_KERNEL_SHAPES", frozenset({(67, 69)}))
+@pytest.mark.parametrize("lead,k,kernel", [((2,), 67, True), ((5, 7), 67, True), ((130,), 1024, True),
+                                           ((130,), 1031, False), ((401,), 67, False)])
+def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...], k: int, kernel: bool,
+                                              monkeypatch) -> None:
+    real = cpu.load_variant(variant)
     calls = []
-    real = ops._kernels.gemm_f32
-    monkeypatch.setattr(ops, "_kernels", type("Spy", (), {"gemm_f32": lambda *a: calls.append(1) or real(*a)}))
-    x, w, b = randn(*lead, 67), randn(69, 67), randn(69)
+    spy = type("Spy", (), {"gemm_f32": lambda *a: calls.append(1) or real.gemm_f32(*a)})
+    monkeypatch.setattr(ops, "_kernels", spy)
+    x, w, b = randn(*lead, k), randn(69, k), randn(69)
     want = x.astype(np.float64) @ w.astype(np.float64).T + b
     y = ops.linear(x, w, b)
-    assert calls and y.shape == (*lead, 69) and rel_err(y, want) < 2e-6
+    assert bool(calls) == kernel and y.shape == (*lead, 69) and rel_err(y, want) < 2e-6

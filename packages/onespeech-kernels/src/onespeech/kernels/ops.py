@@ -1,7 +1,7 @@
 """The math of the models: the only module model code imports for computation.
 
 Every op checks its inputs once (dtype, rank, matching sizes) and then runs
-either numpy (float32 GEMM goes to numpy's BLAS, which wins there) or a
+either numpy (float32 GEMM goes to numpy's BLAS where it wins) or a
 compiled kernel chosen at import by CPU features (see `onespeech.kernels.info`).
 Inputs are float32 unless said; bfloat16 tensors are uint16 arrays holding the
 bfloat16 bit patterns. Outputs are new C-contiguous float32 arrays.
@@ -24,18 +24,21 @@ _kernels = _cpu.select_variant()
 _BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
 _F32_GEMV_MAX_ROWS = 1
-# weight shapes (K, N) whose float32 products with more than one row run our
-# unpacked GEMM (`gemm_f32`) instead of BLAS: those where it measured faster
-# (benchmarks/bench_kernels.py --only gemm). None yet: at every encoder and
-# prefill shape it reached 0.66-0.89x of OpenBLAS (2 threads, 2026-12-01)
-_GEMM_KERNEL_SHAPES: frozenset[tuple[int, int]] = frozenset()
-# its K block: a tile of 4 x rows (4 KiB) stays in L1 while a band of w rows
-# streams from L2 (in-L1 tile speed measured best at 256: 70 GFLOP/s per
-# core, vs 65 at 1024); fixed, never derived from the thread count, since the
-# summation order of every output depends on it
-_GEMM_KC = 256
-# bytes of one band of w rows (nb x kc float32) per task, well inside L2
-_GEMM_BAND_BYTES = 96 << 10
+# float32 products with more than one row run our unpacked GEMM (`gemm_f32`)
+# instead of BLAS up to this many rows and K <= _GEMM_KC: there the whole K
+# is one block (a 4-row x tile stays in L1, one reduction per output) and BLAS
+# pays most for packing w on every call. Measured (2 threads, 2026-12-01,
+# benchmarks/bench_kernels.py --only gemm, three runs, noisy machine): about
+# 1.03-1.15x of OpenBLAS at M 130-390 with K 896 / 1024; 0.89-1.03x at M 420,
+# 0.7-0.96x with K 3072-7680 or M 800-1600
+_GEMM_MAX_ROWS = 400
+# its K block: a tile of 4 x rows (16 KiB) and 3 w rows (12 KiB) fit L1;
+# fixed, never derived from the thread count, since the summation order of
+# every output depends on it
+_GEMM_KC = 1024
+# bytes of one band of w rows (nb x kc float32) per task: 48 rows at
+# K >= 1024 measured best (12-96 tried; more rows cost TLB and prefetch)
+_GEMM_BAND_BYTES = 192 << 10
 # weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
 _BF16_BLOCK_BYTES = 4 << 20
 # queries up to which attention runs the compiled per-row kernel (decode);
@@ -210,8 +213,8 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
 
 
 def _gemm_wins(m: int, n: int, k: int) -> bool:
-    """Whether our unpacked GEMM beat BLAS at this weight shape (see _GEMM_KERNEL_SHAPES)."""
-    return (k, n) in _GEMM_KERNEL_SHAPES
+    """Whether our unpacked GEMM beats BLAS at this shape (see _GEMM_MAX_ROWS)."""
+    return m <= _GEMM_MAX_ROWS and k <= _GEMM_KC
 
 
 def _gemm_plan(m: int, n: int, k: int, threads: int) -> tuple[int, int, int]:
