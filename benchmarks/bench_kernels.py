@@ -1,4 +1,4 @@
-"""GEMV at Qwen3-ASR-0.6B decoder shapes: numpy float32 (the anchor) vs our kernels.
+"""GEMV at Qwen3-ASR-0.6B decoder shapes and float32 GEMM at encoder / prefill shapes: numpy vs our kernels.
 
 Decode multiplies one activation row by every weight matrix once per token, so
 it is bound by memory bandwidth: the weights never fit in cache. Each shape is
@@ -8,7 +8,13 @@ numpy, ours-f32 and ours-bf16 alternate; tables print medians (min..max) per
 call, GB/s of weight bytes read, the ratio to numpy's median and the fraction
 of the read bandwidth measured in the same run.
 
-    flock /work/heavy.lock python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2]
+GEMM (y = x @ w.T, float32, warm weights): per round numpy (BLAS, the anchor)
+and our unpacked kernel (`gemm_f32`, with ops.linear's task plan) alternate;
+the table prints GFLOP/s of the medians, the ratio ours / numpy, the fraction
+of the machine's FMA peak (--peak-gflops per core) and the path ops.linear
+takes at that shape.
+
+    flock /work/heavy.lock python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from onespeech.kernels import ops
-from onespeech.kernels.threads import set_threads
+from onespeech.kernels.threads import get_threads, set_threads
 
 # (name, N, K, uses per decoded token) for hidden 1024, 16 q heads / 8 kv heads of
 # 128, intermediate 3072, 28 layers, vocabulary 151936 (configs/Qwen3-ASR-0.6B)
@@ -38,6 +44,27 @@ SHAPES = [
     ("lm_head", 151936, 1024, 1),
 ]
 COLD_BYTES = 512 << 20  # float32 bytes streamed per timed pass
+
+# (name, M, K, N) of y = x @ w.T: encoder (hidden 896, FFN 3584, 130 / 390
+# frames per window), conv im2col (K = 4320, N = 480), the encoder projection
+# to the decoder, and prefill of the 0.6B decoder (hidden 1024, FFN 3072)
+GEMM_SHAPES = [
+    ("enc qkv/o", 130, 896, 896),
+    ("enc fc1", 130, 896, 3584),
+    ("enc fc2", 130, 3584, 896),
+    ("enc fc1 x3", 390, 896, 3584),
+    ("enc fc2 x3", 390, 3584, 896),
+    ("conv im2col", 1600, 4320, 480),
+    ("conv im2col", 800, 4320, 480),
+    ("enc proj", 208, 7680, 896),
+    ("dec q", 150, 1024, 2048),
+    ("dec k,v,o", 150, 1024, 1024),
+    ("dec gate,up", 150, 1024, 3072),
+    ("dec down", 150, 3072, 1024),
+    ("dec gate,up", 420, 1024, 3072),
+    ("dec down", 420, 3072, 1024),
+]
+GEMM_SECONDS = 0.05  # calls are repeated to about this long per timing
 
 
 def bandwidth_gbs(threads: int, rounds: int) -> list[float]:
@@ -108,16 +135,63 @@ def run(threads: int, rounds: int) -> None:
           + " | ".join(f"{impl} {t * 1e3:.1f} ms ({t / anchor:.2f}x)" for impl, t in per_token.items()))
 
 
+def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[float]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, k), np.float32)
+    w = rng.standard_normal((n, k), np.float32) * 0.05
+    y = np.empty((m, n), np.float32)
+    nt = get_threads()
+    # the kernel itself, whichever path ops.linear takes at this shape
+    impls = {"numpy": lambda: x @ w.T,
+             "ours": lambda: ops._kernels.gemm_f32(x, w, None, y, *ops._gemm_plan(m, n, k, nt), nt)}
+    t0 = time.perf_counter()
+    for fn in impls.values():  # warm-up: first touch, thread pools
+        fn()
+    reps = max(1, int(GEMM_SECONDS / max(1e-6, (time.perf_counter() - t0) / 2)))
+    times: dict[str, list[float]] = {name: [] for name in impls}
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times[name].append((time.perf_counter() - t0) / reps)
+    return times
+
+
+def run_gemm(threads: int, rounds: int, peak_gflops: float) -> None:
+    set_threads(threads)
+    print(f"\nkernels GEMM M x K @ (N x K).T, float32 | {onespeech.kernels.describe()}")
+    head = (f"{'shape':<13}{'M x K x N':>17}  {'numpy GFLOP/s (min..max)':>26}  {'ours GFLOP/s (min..max)':>26}"
+            f"{'ratio':>7}{'% peak':>7}  path")
+    print(head)
+    print("-" * len(head))
+    for name, m, k, n in GEMM_SHAPES:
+        times = bench_gemm_shape(m, k, n, rounds)
+        flop = 2.0 * m * k * n
+        rates = {impl: [flop / t / 1e9 for t in ts] for impl, ts in times.items()}
+        med = {impl: statistics.median(r) for impl, r in rates.items()}
+        path = "kernel" if ops._gemm_wins(m, n, k) else "numpy"
+        cells = [f"{med[i]:6.1f} ({min(rates[i]):.1f}..{max(rates[i]):.1f})" for i in ("numpy", "ours")]
+        print(f"{name:<13}{f'{m} x {k} x {n}':>17}  {cells[0]:>26}  {cells[1]:>26}"
+              f"{med['ours'] / med['numpy']:7.2f}{100 * med['ours'] / (peak_gflops * threads):6.0f}%  {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--only", choices=["gemv", "gemm"], help="run one section (default: both)")
+    # 2 FMA pipes x 8 float32 lanes x 2 flop at ~2.9 GHz: the 2-core EPYC's ~92 per core
+    parser.add_argument("--peak-gflops", type=float, default=92.0, help="FMA peak per core (GFLOP/s)")
     args = parser.parse_args()
     if ops._kernels is None:
         print("compiled kernels are not built; install onespeech-kernels with its build hook")
         return 1
     for t in args.threads:
-        run(t, args.rounds)
+        if args.only != "gemm":
+            run(t, args.rounds)
+        if args.only != "gemv":
+            run_gemm(t, args.rounds, args.peak_gflops)
     return 0
 
 

@@ -127,7 +127,7 @@ def build_extensions(root: Path) -> list[Path]:
                 f"{PACKAGE}._kernels_{variant}",
                 [str(pyx.relative_to(root))],
                 include_dirs=[str(SRC)],
-                depends=[str(SRC / "_kernels_impl.h"), str(SRC / TEMPLATE)],
+                depends=[str(SRC / "_kernels_impl.h"), str(SRC / "_gemm_impl.h"), str(SRC / TEMPLATE)],
                 extra_compile_args=common + isa + omp,
                 extra_link_args=omp,
             )

@@ -43,7 +43,14 @@ cdef extern from "_kernels_impl.h" nogil:
                        os_idx causal, float scale, float *s, os_idx ld, const float *zero,
                        float *dummy, os_idx kc)
 
+cdef extern from "_gemm_impl.h" nogil:
+    int OS_GM_MR
+    int OS_GM_NR
+    void os_gemm_f32_nt(const float *x, const float *w, const float *bias, float *y,
+                        os_idx N, os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1, os_idx kc)
+
 VARIANT = OS_VARIANT.decode()
+GEMM_TILE = (OS_GM_MR, OS_GM_NR)
 LANES = OS_LANES
 OPENMP = bool(OS_OPENMP)
 
@@ -218,6 +225,35 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
                 os_dot_bf16_rows(&x[0, 0], 1, bp[j], K, NULL, yp[j], rows[j], n0, n1)
     finally:
         free(xp)
+
+
+cdef inline os_idx _round_up(os_idx a, os_idx step) noexcept nogil:
+    return (max(1, a) + step - 1) // step * step
+
+
+def gemm_f32(const float[:, ::1] x,    # IN  (M, K)
+             const float[:, ::1] w,    # IN  (N, K)
+             const float[::1] bias,    # IN  (N,) or None
+             float[:, ::1] y,          # OUT (M, N)
+             Py_ssize_t mb,            # x rows per task (rounded up to the tile)
+             Py_ssize_t nb,            # w rows per task (rounded up to the tile)
+             Py_ssize_t kc,            # K block (rounded up to the vector width)
+             int n_threads):
+    """y = x @ w.T + bias, float32, no packing; tasks are (mb rows of x, nb rows of w)."""
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx t, n_mb, n_nb, m0, n0
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    if M == 0 or N == 0:
+        return
+    mb, nb, kc = _round_up(mb, OS_GM_MR), _round_up(nb, OS_GM_NR), _round_up(kc, OS_LANES)
+    n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
+    # band-major: both threads work on neighbouring bands of w at a time
+    for t in prange(n_mb * n_nb, nogil=True, schedule="dynamic",
+                    num_threads=_threads_for(n_mb * n_nb, n_threads)):
+        m0 = (t % n_mb) * mb
+        n0 = (t // n_mb) * nb
+        os_gemm_f32_nt(&x[0, 0], &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
+                       n0, min(N, n0 + nb), kc)
 
 
 def stream_sum(const float[::1] a,  # IN

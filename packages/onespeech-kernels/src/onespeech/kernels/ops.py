@@ -1,7 +1,7 @@
 """The math of the models: the only module model code imports for computation.
 
 Every op checks its inputs once (dtype, rank, matching sizes) and then runs
-either numpy (float32 GEMM goes to numpy's BLAS, which wins there) or a
+either numpy (float32 GEMM goes to numpy's BLAS where it wins) or a
 compiled kernel chosen at import by CPU features (see `onespeech.kernels.info`).
 Inputs are float32 unless said; bfloat16 tensors are uint16 arrays holding the
 bfloat16 bit patterns. Outputs are new C-contiguous float32 arrays.
@@ -24,6 +24,21 @@ _kernels = _cpu.select_variant()
 _BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
 _F32_GEMV_MAX_ROWS = 1
+# float32 products with more than one row run our unpacked GEMM (`gemm_f32`)
+# instead of BLAS up to this many rows and K <= _GEMM_KC: there the whole K
+# is one block (a 4-row x tile stays in L1, one reduction per output) and BLAS
+# pays most for packing w on every call. Measured (2 threads, 2026-12-01,
+# benchmarks/bench_kernels.py --only gemm, three runs, noisy machine): about
+# 1.03-1.15x of OpenBLAS at M 130-390 with K 896 / 1024; 0.89-1.03x at M 420,
+# 0.7-0.96x with K 3072-7680 or M 800-1600
+_GEMM_MAX_ROWS = 400
+# its K block: a tile of 4 x rows (16 KiB) and 3 w rows (12 KiB) fit L1;
+# fixed, never derived from the thread count, since the summation order of
+# every output depends on it
+_GEMM_KC = 1024
+# bytes of one band of w rows (nb x kc float32) per task: 48 rows at
+# K >= 1024 measured best (12-96 tried; more rows cost TLB and prefetch)
+_GEMM_BAND_BYTES = 192 << 10
 # weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
 _BF16_BLOCK_BYTES = 4 << 20
 # queries up to which attention runs the compiled per-row kernel (decode);
@@ -188,6 +203,9 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
         _kernels.linear_f32(x2, w, bias, y, get_threads())
+    elif _gemm_wins(m, n, w.shape[1]):
+        y = np.empty((m, n), np.float32)
+        _kernels.gemm_f32(x2, w, bias, y, *_gemm_plan(m, n, w.shape[1], get_threads()), get_threads())
     else:
         y = x2 @ w.T
         if bias is not None:
@@ -229,6 +247,23 @@ def linear_many(x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...]) ->
     ys = tuple(np.empty((1, w.shape[0]), np.float32) for w in ws)
     _kernels.linear_many(x2, tuple(ws), ys, get_threads())
     return [y.reshape(*x.shape[:-1], y.shape[1]) for y in ys]
+
+
+def _gemm_wins(m: int, n: int, k: int) -> bool:
+    """Whether our unpacked GEMM beats BLAS at this shape (see _GEMM_MAX_ROWS)."""
+    return m <= _GEMM_MAX_ROWS and k <= _GEMM_KC
+
+
+def _gemm_plan(m: int, n: int, k: int, threads: int) -> tuple[int, int, int]:
+    """(x rows, w rows, K block) per task of `gemm_f32`: bands of w that fit L2, the same count per thread."""
+    kc = _GEMM_KC
+    band_rows = max(1, _GEMM_BAND_BYTES // (4 * min(kc, max(1, k))))
+    n_bands = -(-n // band_rows)
+    if n_bands > 1:
+        # equal bands, a multiple of the thread count (no thread waits on a last band)
+        n_bands = -(-n_bands // threads) * threads
+    m_blocks = -(-threads // n_bands) if n_bands < threads else 1
+    return -(-m // m_blocks), -(-n // n_bands), kc
 
 
 def _f32(a: np.ndarray) -> np.ndarray:

@@ -1,0 +1,165 @@
+/* float32 GEMM y = x @ w.T (+ bias) without packing, for the encoder and
+ * prefill (many activation rows against one memory-mapped weight matrix).
+ *
+ * Rows of x and rows of w are both contiguous along K, so each output is a
+ * dot product of two contiguous rows (tinyBLAS / llamafile style): a register
+ * tile of OS_GM_MR x rows by OS_GM_NR w rows keeps MR * NR vector accumulators
+ * along k, and each step loads MR + NR vectors for MR * NR FMAs. BLAS instead
+ * packs all of w on every call, which costs when there are only ~100-400 rows.
+ *
+ * Blocking: K in blocks of kc floats, so the x tile (MR x kc) stays in L1
+ * while a band of w rows (nb x kc) is read from L2 by every x tile; a task is
+ * (block of x rows, band of w rows), and the Cython caller spreads tasks over
+ * threads.
+ *
+ * Determinism: every output element is summed in the same order whatever the
+ * tile it falls in or the task that computes it: one vector accumulator per
+ * element over a K block, os_hsum, blocks added in k order, then the scalar
+ * K % OS_LANES tail, then the bias. kc is a multiple of OS_LANES fixed by the
+ * caller independently of the thread count, so results are bit-identical for
+ * any split.
+ */
+#ifndef ONESPEECH_GEMM_IMPL_H
+#define ONESPEECH_GEMM_IMPL_H
+
+#include "_kernels_impl.h"
+
+/* 4 x 3: the fewest loads per FMA that fit 16 registers; 3x4, 6x2, 2x6 and
+ * 5x2 measured 5-35 % slower (2 threads, K 896 / 1024, 2026-12-01) */
+#ifndef OS_GM_MR
+#define OS_GM_MR 4
+#endif
+#ifndef OS_GM_NR
+#define OS_GM_NR 3
+#endif
+
+#if OS_LANES == 8
+typedef int32_t os_gm_vi __attribute__((vector_size(32)));
+/* os_hsum of eight vectors at once, in os_hsum's exact order: halves added
+ * ((v0+v4), (v1+v5), ...), then the even and odd pairs, then even + odd;
+ * the result holds the sums of a, c, e, g, b, d, f, h (about 21 shuffles and
+ * adds instead of ~8 per vector) */
+static inline __attribute__((always_inline)) vf
+os_gm_hsum8(vf a, vf b, vf c, vf d, vf e, vf f, vf g, vf h) {
+    const os_gm_vi lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
+    const os_gm_vi p0 = {0, 1, 8, 9, 4, 5, 12, 13}, p1 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const os_gm_vi q0 = {0, 2, 8, 10, 4, 6, 12, 14}, q1 = {1, 3, 9, 11, 5, 7, 13, 15};
+    vf ab = __builtin_shuffle(a, b, lo) + __builtin_shuffle(a, b, hi);
+    vf cd = __builtin_shuffle(c, d, lo) + __builtin_shuffle(c, d, hi);
+    vf ef = __builtin_shuffle(e, f, lo) + __builtin_shuffle(e, f, hi);
+    vf gh = __builtin_shuffle(g, h, lo) + __builtin_shuffle(g, h, hi);
+    vf s1 = __builtin_shuffle(ab, cd, p0) + __builtin_shuffle(ab, cd, p1);
+    vf s2 = __builtin_shuffle(ef, gh, p0) + __builtin_shuffle(ef, gh, p1);
+    return __builtin_shuffle(s1, s2, q0) + __builtin_shuffle(s1, s2, q1);
+}
+#endif
+
+/* y[i, j] = (first ? 0 : y[i, j]) + os_hsum(acc[i][j]) for the rm x rn tile.
+ * Indices are compile-time constants after inlining, so acc stays in
+ * registers (a copy into a temporary array made GCC spill every vector). */
+static inline __attribute__((always_inline)) void
+os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int first) {
+#if OS_LANES == 8
+#define OS_GM_ACC(t) ((t) < rm * rn ? acc[(t) / rn][(t) % rn] : os_splat(0))
+    for (int t = 0; t < rm * rn; t += 8) {
+        /* lane l of r holds the sum of accumulator t + slot[l] */
+        const int slot[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+        vf r = os_gm_hsum8(OS_GM_ACC(t), OS_GM_ACC(t + 1), OS_GM_ACC(t + 2), OS_GM_ACC(t + 3),
+                           OS_GM_ACC(t + 4), OS_GM_ACC(t + 5), OS_GM_ACC(t + 6), OS_GM_ACC(t + 7));
+        for (int l = 0; l < 8; l++) {
+            int u = t + slot[l];
+            if (u < rm * rn) {
+                float *p = y + (u / rn) * N + u % rn;
+                *p = first ? r[l] : *p + r[l];
+            }
+        }
+    }
+#undef OS_GM_ACC
+#else
+    for (int i = 0; i < rm; i++)
+        for (int j = 0; j < rn; j++) {
+            float s = os_hsum(acc[i][j]);
+            y[i * N + j] = first ? s : y[i * N + j] + s;
+        }
+#endif
+}
+
+#define OS_DEFINE_GEMM(NAME, WT, LOADW, SCALARW)                                             \
+    /* y[i, j] (= or +=) sum over one K block of x[i, k] * w[j, k] for an rm x rn tile;     \
+     * kn is a multiple of OS_LANES. Always inlined with constant rm, rn so the              \
+     * accumulators live in registers. */                                                    \
+    static inline __attribute__((always_inline)) void                                       \
+    NAME##_tile(const float *x, const WT *w, os_idx K, os_idx kn, float *y, os_idx N,        \
+                const int rm, const int rn, int first) {                                     \
+        vf acc[6][6];                                                                        \
+        for (int i = 0; i < rm; i++)                                                         \
+            for (int j = 0; j < rn; j++) acc[i][j] = os_splat(0);                            \
+        for (os_idx k = 0; k < kn; k += OS_LANES) {                                          \
+            vf wv[6];                                                                        \
+            for (int j = 0; j < rn; j++) wv[j] = LOADW(w + j * K + k);                       \
+            for (int i = 0; i < rm; i++) {                                                   \
+                vf xv = os_load_f32(x + i * K + k);                                          \
+                for (int j = 0; j < rn; j++) acc[i][j] += xv * wv[j];                        \
+            }                                                                                \
+        }                                                                                    \
+        os_gm_store(acc, rm, rn, y, N, first);                                               \
+    }                                                                                        \
+    /* one non-inlined function per tile shape keeps the dispatch small */                   \
+    OS_GM_TILES(NAME, WT)                                                                    \
+    /* y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for m in [m0, m1), n in [n0, n1).             \
+     * x: (M, K), w: (N, K), y: (M, N), all row-major; kc: K block, a positive               \
+     * multiple of OS_LANES. */                                                              \
+    static void NAME(const float *x, const WT *w, const float *bias, float *y, os_idx N,     \
+                     os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1, os_idx kc) {      \
+        os_idx kv = K - K % OS_LANES;                                                        \
+        for (os_idx k0 = 0; k0 == 0 || k0 < kv; k0 += kc) {                                  \
+            os_idx kn = kv - k0 < kc ? kv - k0 : kc;                                         \
+            for (os_idx m = m0; m < m1; m += OS_GM_MR) {                                     \
+                int rm = m1 - m < OS_GM_MR ? (int)(m1 - m) : OS_GM_MR;                       \
+                const float *xm = x + m * K + k0;                                            \
+                float *ym = y + m * N;                                                       \
+                os_idx n = n0;                                                               \
+                NAME##_tile_fn full = NAME##_tiles[rm - 1][OS_GM_NR - 1];                    \
+                for (; n + OS_GM_NR <= n1; n += OS_GM_NR)                                    \
+                    full(xm, w + n * K + k0, K, kn, ym + n, N, k0 == 0);                     \
+                if (n < n1)                                                                  \
+                    NAME##_tiles[rm - 1][n1 - n - 1](xm, w + n * K + k0, K, kn, ym + n, N,   \
+                                                      k0 == 0);                              \
+            }                                                                                \
+        }                                                                                    \
+        if (kv == K && bias == NULL) return;                                                 \
+        for (os_idx m = m0; m < m1; m++)                                                     \
+            for (os_idx n = n0; n < n1; n++) {                                               \
+                const float *xr = x + m * K;                                                 \
+                const WT *wr = w + n * K;                                                    \
+                float s = y[m * N + n];                                                      \
+                for (os_idx k = kv; k < K; k++) s += xr[k] * SCALARW(wr[k]);                 \
+                y[m * N + n] = bias ? s + bias[n] : s;                                       \
+            }                                                                                \
+    }
+
+#define OS_GM_TILE_FN(NAME, WT, RM, RN)                                                      \
+    static void NAME##_tile_##RM##x##RN(const float *x, const WT *w, os_idx K, os_idx kn,    \
+                                        float *y, os_idx N, int first) {                     \
+        NAME##_tile(x, w, K, kn, y, N, RM, RN, first);                                       \
+    }
+#define OS_GM_TILE_ROW(NAME, WT, RM)                                                         \
+    OS_GM_TILE_FN(NAME, WT, RM, 1) OS_GM_TILE_FN(NAME, WT, RM, 2) OS_GM_TILE_FN(NAME, WT, RM, 3) \
+    OS_GM_TILE_FN(NAME, WT, RM, 4) OS_GM_TILE_FN(NAME, WT, RM, 5) OS_GM_TILE_FN(NAME, WT, RM, 6)
+#define OS_GM_TILE_PTRS(NAME, RM)                                                            \
+    {NAME##_tile_##RM##x1, NAME##_tile_##RM##x2, NAME##_tile_##RM##x3,                       \
+     NAME##_tile_##RM##x4, NAME##_tile_##RM##x5, NAME##_tile_##RM##x6}
+#define OS_GM_TILES(NAME, WT)                                                                \
+    OS_GM_TILE_ROW(NAME, WT, 1) OS_GM_TILE_ROW(NAME, WT, 2) OS_GM_TILE_ROW(NAME, WT, 3)      \
+    OS_GM_TILE_ROW(NAME, WT, 4) OS_GM_TILE_ROW(NAME, WT, 5) OS_GM_TILE_ROW(NAME, WT, 6)      \
+    typedef void (*NAME##_tile_fn)(const float *, const WT *, os_idx, os_idx, float *, os_idx, int); \
+    static NAME##_tile_fn const NAME##_tiles[6][6] = {                                       \
+        OS_GM_TILE_PTRS(NAME, 1), OS_GM_TILE_PTRS(NAME, 2), OS_GM_TILE_PTRS(NAME, 3),        \
+        OS_GM_TILE_PTRS(NAME, 4), OS_GM_TILE_PTRS(NAME, 5), OS_GM_TILE_PTRS(NAME, 6),        \
+    };
+
+/* (a bfloat16 instance, os_load_bf16 / os_bf16_scalar, measured 0.6-0.9x of
+ * expanding weight blocks for BLAS, so ops keeps that path and it is not built) */
+OS_DEFINE_GEMM(os_gemm_f32_nt, float, os_load_f32, OS_ID)
+
+#endif

@@ -1,0 +1,82 @@
+"""The unpacked float32 GEMM (`gemm_f32`, y = x @ w.T + bias) of every compiled variant.
+
+Each variant against float64 numpy at float32 rounding, on shapes that leave
+remainders in every direction (rows of x and w not multiples of the register
+tile, K not a multiple of the vector width or of the K block), and bit-identical
+results whatever the thread count or the task split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onespeech.kernels import cpu, ops
+
+VARIANTS = [v for v in cpu.supported_variants() if cpu.load_variant(v) is not None]
+pytestmark = pytest.mark.skipif(not VARIANTS, reason="compiled kernels are not built")
+RNG = np.random.default_rng(11)
+
+# (M, N, K): 1..70 each, around and off the 4 x 3 tile and the 8 / 16 lanes
+SHAPES = [(1, 1, 1), (2, 5, 7), (3, 4, 8), (4, 3, 16), (5, 7, 17), (7, 2, 33), (8, 9, 64), (13, 11, 70),
+          (1, 70, 65), (70, 1, 31), (64, 48, 64), (69, 70, 67), (37, 29, 1)]
+
+
+def randn(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def gemm(variant: str, x, w, bias, mb: int = 64, nb: int = 48, kc: int = 512, threads: int = 2) -> np.ndarray:
+    y = np.full((x.shape[0], w.shape[0]), np.nan, np.float32)
+    cpu.load_variant(variant).gemm_f32(x, w, bias, y, mb, nb, kc, threads)
+    return y
+
+
+def rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.abs(got.astype(np.float64) - want).max() / max(1e-30, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_gemm_matches_float64(variant: str, m: int, n: int, k: int, with_bias: bool) -> None:
+    x, w = randn(m, k), randn(n, k)
+    b = randn(n) if with_bias else None
+    want = x.astype(np.float64) @ w.astype(np.float64).T + (0 if b is None else b.astype(np.float64))
+    # kc = 16 splits every K above 16 into several blocks
+    for kc in (16, 512):
+        assert rel_err(gemm(variant, x, w, b, kc=kc), want) < 2e-6
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k", [(69, 70, 67), (130, 96, 300)])
+def test_gemm_is_bit_identical_for_any_thread_count_and_split(variant: str, m: int, n: int, k: int) -> None:
+    x, w, b = randn(m, k), randn(n, k), randn(n)
+    one = gemm(variant, x, w, b, threads=1)
+    assert np.array_equal(one, gemm(variant, x, w, b, threads=2))
+    # smaller tasks (more of them, edge tiles elsewhere) sum every element the same way
+    for mb, nb in ((4, 3), (5, 7), (1, 1), (1000, 1000)):
+        assert np.array_equal(one, gemm(variant, x, w, b, mb=mb, nb=nb, threads=2)), (mb, nb)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gemm_empty_shapes(variant: str) -> None:
+    assert gemm(variant, randn(0, 5), randn(3, 5), None).shape == (0, 3)
+    assert gemm(variant, randn(4, 5), randn(0, 5), None).shape == (4, 0)
+    y = gemm(variant, randn(4, 0), randn(3, 0), np.arange(3, dtype=np.float32))
+    assert np.array_equal(y, np.broadcast_to(np.arange(3, dtype=np.float32), (4, 3)))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("lead,k,kernel", [((2,), 67, True), ((5, 7), 67, True), ((130,), 1024, True),
+                                           ((130,), 1031, False), ((401,), 67, False)])
+def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...], k: int, kernel: bool,
+                                              monkeypatch) -> None:
+    real = cpu.load_variant(variant)
+    calls = []
+    spy = type("Spy", (), {"gemm_f32": lambda *a: calls.append(1) or real.gemm_f32(*a)})
+    monkeypatch.setattr(ops, "_kernels", spy)
+    x, w, b = randn(*lead, k), randn(69, k), randn(69)
+    want = x.astype(np.float64) @ w.astype(np.float64).T + b
+    y = ops.linear(x, w, b)
+    assert bool(calls) == kernel and y.shape == (*lead, 69) and rel_err(y, want) < 2e-6
