@@ -15,7 +15,9 @@ the ratio ours / reference:
   (``generate`` with N+1 forced tokens minus the 1-token run, over N), peak RSS.
 
 Each system runs in its own process (ours with this interpreter, the reference with
-``--reference-python``), one after the other, so peak RSS is per system. Run it under
+``--reference-python``), one after the other, so peak RSS is per system; the warm
+loads are timed in a process of their own before it, so the measured process loads
+the model once, as an application does. Run it under
 ``flock /work/heavy.lock`` on shared machines.
 """
 
@@ -78,12 +80,13 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
             result["first_load_with_conversion_s"] = seconds
             rec.close()
         return result
-    loads = []
-    for _ in range(args.repeats):
-        seconds, rec = _timed(lambda: Qwen3Recognizer.load(args.checkpoint, options))
-        loads.append(seconds)
-        rec.close()
-    result["stages"]["load"] = loads
+    if args.load_only:
+        loads = []
+        for _ in range(args.repeats):
+            seconds, rec = _timed(lambda: Qwen3Recognizer.load(args.checkpoint, options))
+            loads.append(seconds)
+            rec.close()
+        return {"stages": {"load": loads}}
     rec = Qwen3Recognizer.load(args.checkpoint, options)
     # the runtime's head file repeats the tied embedding and is never read
     used = [n for n in rec._model if n != "thinker.lm_head.weight"]
@@ -134,16 +137,18 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
 
     torch.set_num_threads(args.threads)
     dtype = torch.float32 if args.precision == "fp32" else torch.bfloat16
+    def load():
+        return Qwen3ASRModel.from_pretrained(str(args.checkpoint), dtype=dtype, device_map="cpu")
+
+    if args.load_only:
+        loads = []
+        for _ in range(args.repeats):
+            seconds, asr = _timed(load)
+            loads.append(seconds)
+            del asr
+        return {"stages": {"load": loads}}
     result: dict = {"stages": {}}
-    loads = []
-    asr = None
-    for _ in range(args.repeats):
-        del asr
-        seconds, asr = _timed(
-            lambda: Qwen3ASRModel.from_pretrained(str(args.checkpoint), dtype=dtype, device_map="cpu")
-        )
-        loads.append(seconds)
-    result["stages"]["load"] = loads
+    asr = load()
     model = asr.model.eval()
     thinker = model.thinker
     result["weights_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
@@ -215,14 +220,26 @@ def _prepare_checkpoint(directory: Path) -> None:
 
 
 def _run_worker(python: str, system: str, args: argparse.Namespace, clips: dict[str, Path], out: Path) -> dict:
-    command = [
-        python, str(Path(__file__).resolve()), "--worker", system, "--result", str(out),
-        "--checkpoint", str(args.checkpoint), "--tokens", str(args.tokens), "--threads", str(args.threads),
-        "--repeats", str(args.repeats), "--precision", args.precision, "--clip-files", json.dumps({k: str(v) for k, v in clips.items()}),
-    ]  # fmt: skip
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    subprocess.run(command, check=True, env=env)
-    return json.loads(out.read_text())
+    """Run one system's worker; warm loads are timed in a process of their own first, so the
+    measured process loads once, as an application does, and its peak RSS is that of one model."""
+
+    def run(*extra: str) -> dict:
+        command = [
+            python, str(Path(__file__).resolve()), "--worker", system, "--result", str(out),
+            "--checkpoint", str(args.checkpoint), "--tokens", str(args.tokens), "--threads", str(args.threads),
+            "--repeats", str(args.repeats), "--precision", args.precision,
+            "--clip-files", json.dumps({k: str(v) for k, v in clips.items()}), *extra,
+        ]  # fmt: skip
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        subprocess.run(command, check=True, env=env)
+        return json.loads(out.read_text())
+
+    if system == "convert":
+        return run()
+    loads = run("--load-only")["stages"]["load"]
+    result = run()
+    result["stages"]["load"] = loads
+    return result
 
 
 def _fmt(values: list[float], scale: float, unit: str) -> str:
@@ -272,6 +289,7 @@ def main() -> int:
     parser.add_argument("--worker", choices=("convert", "ours", "reference"), help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--clip-files", help=argparse.SUPPRESS)
+    parser.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.worker:

@@ -64,6 +64,30 @@ def test_linear_many_equals_one_call_per_matrix(variant: str, k: int) -> None:
                 assert np.array_equal(y, expected)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n_q,n_kv,offset", [(1, 37, 36), (3, 300, 297), (2, 9, -1)])
+def test_attention_over_bf16_kv_equals_the_widened_cache(variant: str, n_q: int, n_kv: int, offset: int) -> None:
+    q = randn(n_q, 8, 64)
+    k16, v16 = (reference.f32_to_bf16(randn(n_kv, 2, 64)) for _ in range(2))
+    k32, v32 = reference.bf16_to_f32(k16), reference.bf16_to_f32(v16)
+    want = np.empty(q.shape, np.float32)
+    run(variant, "attention", q, k32, v32, 0.125, offset, want)
+    for threads in (1, 2):
+        got = np.full(q.shape, np.nan, np.float32)
+        run(variant, "attention_bf16kv", q, k16, v16, 0.125, offset, got, threads=threads)
+        assert np.array_equal(got, want)
+
+
+def test_ops_attention_takes_a_bf16_cache() -> None:
+    k16, v16 = (reference.f32_to_bf16(randn(40, 2, 32)) for _ in range(2))
+    k32, v32 = reference.bf16_to_f32(k16), reference.bf16_to_f32(v16)
+    for n_q in (1, 20):  # decode kernel; fused prefill kernel after widening
+        q = randn(n_q, 4, 32)
+        assert np.array_equal(ops.attention(q, k16, v16, 0.2, 40 - n_q), ops.attention(q, k32, v32, 0.2, 40 - n_q))
+    with pytest.raises(ValueError, match="k is uint16 but v is float32"):
+        ops.attention(randn(1, 4, 32), k16, v32, 0.2, None)
+
+
 def test_ops_linear_many_checks_and_falls_back() -> None:
     x, w = randn(1, 8), randn(4, 8)
     ys = ops.linear_many(x[0], [w, w[:2]])

@@ -107,3 +107,16 @@ def test_cancellation_between_steps(decoder: Qwen3Decoder) -> None:
 
     with pytest.raises(RecognitionCancelled):
         decoder.generate(embeds(decoder, 8), 50, eos_ids=(), cancel=cancel)
+
+
+def test_bf16_cache_holds_bits_and_changes_nothing(tiny_weights, tiny_config) -> None:
+    bf16 = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=True)
+    widened = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=True)
+    widened._bf16 = False  # same rounding, float32 cache
+    x = embeds(bf16, 12, seed=5)
+    a = bf16.generate(x, 5, eos_ids=(), keep_first_logits=True)
+    b = widened.generate(x, 5, eos_ids=(), keep_first_logits=True)
+    assert bf16._cache.k.dtype == np.uint16 and widened._cache.k.dtype == np.float32
+    assert bf16._cache.k.nbytes * 2 == widened._cache.k.nbytes
+    assert a.ids == b.ids and np.array_equal(a.first_logits, b.first_logits)
+    assert np.array_equal(bf16.hidden_states(x), widened.hidden_states(x))

@@ -34,6 +34,9 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_gelu(const float *x, float *y, os_idx n)
     void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
                           os_idx n_keys, os_idx hd, float scale, float *scores, float *out)
+    void os_attention_row_bf16kv(const float *q, const unsigned short *k, const unsigned short *v,
+                                 os_idx kv_stride, os_idx n_keys, os_idx hd, float scale, float *scores,
+                                 float *out)
     int OS_AT_MR
     int OS_AT_NR
     void os_attn_pack(const float *k, const float *v, os_idx n_kv, os_idx n_kv_heads, os_idx hd,
@@ -357,6 +360,36 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
             os_attention_row(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
                              Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
                              &out[i, h, 0])
+    finally:
+        free(scores)
+
+
+def attention_bf16kv(const float[:, :, ::1] q,           # IN  (n_q, n_heads, hd)
+                     const unsigned short[:, :, ::1] k,  # IN  (n_kv, n_kv_heads, hd) bfloat16 bits
+                     const unsigned short[:, :, ::1] v,  # IN  (n_kv, n_kv_heads, hd) bfloat16 bits
+                     float scale,
+                     Py_ssize_t causal_offset,           # < 0: every key is visible
+                     float[:, :, ::1] out,               # OUT (n_q, n_heads, hd)
+                     int n_threads):
+    """`attention` over a bfloat16 KV cache; equal to it on the keys and values widened to float32."""
+    cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
+    cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
+    cdef os_idx task, i, h, n_keys, n_tasks = n_q * H
+    cdef int nt = _threads_for(n_tasks, n_threads)
+    cdef float *scores
+    if n_tasks == 0 or hd == 0:
+        return
+    scores = <float *> malloc(nt * max(1, n_kv) * sizeof(float))
+    if scores == NULL:
+        raise MemoryError(f"attention needs {nt} x {n_kv} float32 scores")
+    try:
+        for task in prange(n_tasks, nogil=True, schedule="static", num_threads=nt):
+            i = task // H
+            h = task % H
+            n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
+            os_attention_row_bf16kv(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
+                                    Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
+                                    &out[i, h, 0])
     finally:
         free(scores)
 

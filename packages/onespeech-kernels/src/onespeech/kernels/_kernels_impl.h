@@ -462,20 +462,26 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
  * scores[j] = (q . k_j) * scale for the n_keys visible keys, softmax in float32,
  * out = sum_j p_j v_j. k and v rows are kv_stride floats apart (the KV cache
  * layout [n_kv, n_kv_heads, head_dim]). */
-static void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
-                             os_idx n_keys, os_idx hd, float scale, float *scores, float *out) {
-    for (os_idx j = 0; j < n_keys; j++) scores[j] = os_dot_f32_1(q, k + j * kv_stride, hd);
-    os_attn_softmax_row(scores, n_keys, n_keys, scale);
-    for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;
-    for (os_idx j = 0; j < n_keys; j++) {
-        const float *vj = v + j * kv_stride;
-        vf p = os_splat(scores[j]);
-        os_idx d = 0;
-        for (; d + OS_LANES <= hd; d += OS_LANES)
-            os_store_f32(out + d, os_load_f32(out + d) + p * os_load_f32(vj + d));
-        for (; d < hd; d++) out[d] += scores[j] * vj[d];
+#define OS_DEFINE_ATTENTION_ROW(NAME, KVT, DOT, LOADKV, SCALARKV)                     \
+    static void NAME(const float *q, const KVT *k, const KVT *v, os_idx kv_stride,       \
+                     os_idx n_keys, os_idx hd, float scale, float *scores, float *out) {  \
+        for (os_idx j = 0; j < n_keys; j++) scores[j] = DOT(q, k + j * kv_stride, hd);   \
+        os_attn_softmax_row(scores, n_keys, n_keys, scale);                              \
+        for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;                                   \
+        for (os_idx j = 0; j < n_keys; j++) {                                            \
+            const KVT *vj = v + j * kv_stride;                                           \
+            vf p = os_splat(scores[j]);                                                  \
+            os_idx d = 0;                                                                \
+            for (; d + OS_LANES <= hd; d += OS_LANES)                                    \
+                os_store_f32(out + d, os_load_f32(out + d) + p * LOADKV(vj + d));        \
+            for (; d < hd; d++) out[d] += scores[j] * SCALARKV(vj[d]);                   \
+        }                                                                                \
     }
-}
+
+OS_DEFINE_ATTENTION_ROW(os_attention_row, float, os_dot_f32_1, os_load_f32, OS_ID)
+/* the BF16 KV cache: bf16 values widen exactly, so this sums the very same
+ * products in the same order as os_attention_row over their float32 copies */
+OS_DEFINE_ATTENTION_ROW(os_attention_row_bf16kv, uint16_t, os_dot_bf16_1, os_load_bf16, os_bf16_scalar)
 
 
 /* ---- fused attention for many queries (prefill, encoder, aligner) ----------

@@ -479,8 +479,10 @@ def attention(
     Parameters
     ----------
     q : ndarray[float32], shape (n_q, n_heads, head_dim)
-    k, v : ndarray[float32], shape (n_kv, n_kv_heads, head_dim); n_heads % n_kv_heads == 0,
-        query head h reads kv head h // (n_heads // n_kv_heads)
+    k, v : ndarray[float32 | uint16 (bf16)], shape (n_kv, n_kv_heads, head_dim), one dtype;
+        n_heads % n_kv_heads == 0, query head h reads kv head h // (n_heads // n_kv_heads).
+        bfloat16 keys and values (a BF16 KV cache) give exactly the result of their
+        float32 widening.
     scale : float
         Multiplies q . k (usually head_dim ** -0.5).
     causal_offset : int >= 0 or None
@@ -491,7 +493,9 @@ def attention(
     -------
     ndarray[float32], shape (n_q, n_heads, head_dim)
     """
-    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    q, k, v = _array("q", q), _weight("k", k), _weight("v", v)
+    if k.dtype != v.dtype:
+        raise ValueError(f"k is {k.dtype} but v is {v.dtype}; give both as float32 or both as uint16 (bf16)")
     _ndim("q", q, 3, "(n_q, n_heads, head_dim)")
     _ndim("k", k, 3, "(n_kv, n_kv_heads, head_dim)")
     if v.shape != k.shape:
@@ -508,12 +512,16 @@ def attention(
         causal_offset = int(causal_offset)
     if k.shape[0] == 0 and q.shape[0]:
         raise ValueError("attention needs at least one key")
-    if _kernels is None:
-        return _ref.attention(q, k, v, float(scale), causal_offset)
-    if q.shape[0] > _ATTENTION_MAX_QUERIES:
+    bf16 = k.dtype == np.uint16
+    if _kernels is None or q.shape[0] > _ATTENTION_MAX_QUERIES:
+        if bf16:  # prefill over a BF16 cache: widen once (exact), then the float32 path
+            k, v = bf16_to_f32(k), bf16_to_f32(v)
+        if _kernels is None:
+            return _ref.attention(q, k, v, float(scale), causal_offset)
         return _attention_fused(q, k, v, float(scale), causal_offset)
     out = np.empty(q.shape, np.float32)
-    _kernels.attention(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
+    kernel = _kernels.attention_bf16kv if bf16 else _kernels.attention
+    kernel(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
     return out
 
 

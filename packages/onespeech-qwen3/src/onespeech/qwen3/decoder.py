@@ -48,18 +48,21 @@ class KVCache:
 
     Attributes
     ----------
-    k, v : ndarray[float32], shape (n_layers, capacity, n_kv_heads, head_dim)
+    k, v : ndarray[float32 | uint16 (bf16)], shape (n_layers, capacity, n_kv_heads, head_dim)
+        bfloat16 under BF16 precision: keys and values are rounded to bfloat16
+        anyway (as the reference's bf16 cache holds them), so storing the bits
+        halves the cache and what decode attention reads, and changes no value.
     length : int
         Positions filled so far.
     cos, sin : ndarray[float32], shape (capacity, head_dim)
         Rotary tables for every position of the plan.
     """
 
-    def __init__(self, dims: TextDecoderConfig, capacity: int) -> None:
+    def __init__(self, dims: TextDecoderConfig, capacity: int, bf16: bool = False) -> None:
         shape = (dims.num_layers, capacity, dims.num_kv_heads, dims.head_dim)
         self.capacity = capacity
-        self.k = np.zeros(shape, dtype=np.float32)
-        self.v = np.zeros(shape, dtype=np.float32)
+        self.k = np.zeros(shape, dtype=np.uint16 if bf16 else np.float32)
+        self.v = np.zeros(shape, dtype=self.k.dtype)
         self.cos, self.sin = rope_tables(np.arange(capacity), dims.head_dim, dims.rope_theta)
         self.length = 0
 
@@ -115,6 +118,7 @@ class Qwen3Decoder:
             head = config.output_head_name
         self._head = weights[head] if head is not None else None
         self._round: Callable[[np.ndarray], np.ndarray] = ops.round_bf16 if bf16_activations else _identity
+        self._bf16 = bf16_activations
         self._cache: KVCache | None = None
 
     # -- building blocks ---------------------------------------------------------------
@@ -135,7 +139,7 @@ class Qwen3Decoder:
             raise ValueError(f"cache capacity {capacity} must be at least 1")
         if self._cache is None or self._cache.capacity != capacity:
             self._cache = None  # drop the old plan before allocating the new one
-            self._cache = KVCache(self.dims, capacity)
+            self._cache = KVCache(self.dims, capacity, self._bf16)
         self._cache.reset()
         return self._cache
 
@@ -184,7 +188,7 @@ class Qwen3Decoder:
         -------
         ndarray[float32], shape (n, hidden_size), after the final RMS norm
         """
-        cache = KVCache(self.dims, max(1, embeds.shape[0]))
+        cache = KVCache(self.dims, max(1, embeds.shape[0]), self._bf16)
         return self.forward(embeds, cache, cancel)
 
     def _layer(
@@ -205,6 +209,8 @@ class Qwen3Decoder:
         q = r(ops.rope(r(ops.rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)), cos, sin))
         k = r(ops.rope(r(ops.rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)), cos, sin))
         # present keys/values join the past in the preallocated cache
+        if cache.k.dtype == np.uint16:  # k, v are bf16-rounded: the bits are exact
+            k, v = ops.f32_to_bf16(k), ops.f32_to_bf16(v)
         cache.k[layer, pos : pos + n] = k
         cache.v[layer, pos : pos + n] = v
         attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], d.head_dim**-0.5, pos)
