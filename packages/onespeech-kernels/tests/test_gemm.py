@@ -80,3 +80,8 @@ def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...
     want = x.astype(np.float64) @ w.astype(np.float64).T + b
     y = ops.linear(x, w, b)
     assert bool(calls) == kernel and y.shape == (*lead, 69) and rel_err(y, want) < 2e-6
+    # blas=True keeps BLAS's summation order (the decoder's prefill)
+    calls.clear()
+    y_blas = ops.linear(x, w, b, blas=True)
+    assert not calls and np.array_equal(y_blas, (x.reshape(-1, k) @ w.T + b).reshape(*lead, 69))
+    assert [a.shape for a in ops.linear_many(x, [w, w[:5]], blas=True)] == [(*lead, 69), (*lead, 5)] and not calls

@@ -169,7 +169,7 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
 # matrix products --------------------------------------------------------------------
 
 
-def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, blas: bool = False) -> np.ndarray:
     """y = x @ w.T + bias with float32 accumulation.
 
     Parameters
@@ -178,6 +178,10 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
     w : ndarray[float32 | uint16 (bf16)], shape (N, K)
         bfloat16 weights are read directly, never expanded as a whole.
     bias : ndarray[float32 | uint16 (bf16)], shape (N,), optional
+    blas : bool
+        Multi-row float32 products always go to BLAS, never to our GEMM kernel.
+        Both are exact to float32 rounding but sum in different orders; callers
+        whose parity runs must keep BLAS's order say so (the decoder's prefill).
 
     Returns
     -------
@@ -203,7 +207,7 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
         _kernels.linear_f32(x2, w, bias, y, get_threads())
-    elif _gemm_wins(m, n, w.shape[1]):
+    elif not blas and _gemm_wins(m, n, w.shape[1]):
         y = np.empty((m, n), np.float32)
         _kernels.gemm_f32(x2, w, bias, y, *_gemm_plan(m, n, w.shape[1], get_threads()), get_threads())
     else:
@@ -213,7 +217,9 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.n
     return y.reshape(*x.shape[:-1], n)
 
 
-def linear_many(x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...]) -> list[np.ndarray]:
+def linear_many(
+    x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...], *, blas: bool = False
+) -> list[np.ndarray]:
     """``[linear(x, w) for w in ws]``, computed together when x is one row.
 
     Decode multiplies one activation row by several matrices (q/k/v, gate/up);
@@ -225,6 +231,8 @@ def linear_many(x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...]) ->
     x : ndarray[float32], shape (..., K)
     ws : sequence of ndarray[float32 | uint16 (bf16)], shape (N_i, K), one dtype
         At most 8.
+    blas : bool
+        As for `linear` (several rows).
 
     Returns
     -------
@@ -242,7 +250,7 @@ def linear_many(x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...]) ->
         raise ValueError(f"ws mix dtypes {sorted({str(w.dtype) for w in ws})}; give one dtype (float32 or uint16 bf16)")
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
     if _kernels is None or rows != 1:
-        return [linear(x, w) for w in ws]
+        return [linear(x, w, blas=blas) for w in ws]
     x2 = x.reshape(1, -1)
     ys = tuple(np.empty((1, w.shape[0]), np.float32) for w in ws)
     _kernels.linear_many(x2, tuple(ws), ys, get_threads())
