@@ -74,7 +74,7 @@ def test_attention_over_bf16_kv_equals_the_widened_cache(variant: str, n_q: int,
     run(variant, "attention", q, k32, v32, 0.125, offset, want)
     for threads in (1, 2):
         got = np.full(q.shape, np.nan, np.float32)
-        run(variant, "attention_bf16kv", q, k16, v16, 0.125, offset, got, threads=threads)
+        run(variant, "attention", q, k16, v16, 0.125, offset, got, threads=threads)
         assert np.array_equal(got, want)
 
 

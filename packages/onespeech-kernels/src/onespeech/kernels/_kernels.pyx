@@ -333,14 +333,22 @@ def gelu(const float[::1] x,  # IN
 
 # ---- attention over a KV cache -------------------------------------------------------
 
+ctypedef fused kv_t:
+    float           # float32 keys and values
+    unsigned short  # bfloat16 bits (the BF16 KV cache)
+
+
 def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
-              const float[:, :, ::1] k,  # IN  (n_kv, n_kv_heads, hd)
-              const float[:, :, ::1] v,  # IN  (n_kv, n_kv_heads, hd)
+              const kv_t[:, :, ::1] k,   # IN  (n_kv, n_kv_heads, hd)
+              const kv_t[:, :, ::1] v,   # IN  (n_kv, n_kv_heads, hd)
               float scale,
               Py_ssize_t causal_offset,  # < 0: every key is visible
               float[:, :, ::1] out,      # OUT (n_q, n_heads, hd)
               int n_threads):
-    """out[i, h] = softmax(q[i, h] . k[:, g(h)] * scale) @ v[:, g(h)], one task per (i, h)."""
+    """out[i, h] = softmax(q[i, h] . k[:, g(h)] * scale) @ v[:, g(h)], one task per (i, h).
+
+    bfloat16 k/v give exactly the result of their float32 widening.
+    """
     cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
     cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
     cdef os_idx task, i, h, n_keys, n_tasks = n_q * H
@@ -357,39 +365,14 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
             i = task // H
             h = task % H
             n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
-            os_attention_row(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
-                             Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
-                             &out[i, h, 0])
-    finally:
-        free(scores)
-
-
-def attention_bf16kv(const float[:, :, ::1] q,           # IN  (n_q, n_heads, hd)
-                     const unsigned short[:, :, ::1] k,  # IN  (n_kv, n_kv_heads, hd) bfloat16 bits
-                     const unsigned short[:, :, ::1] v,  # IN  (n_kv, n_kv_heads, hd) bfloat16 bits
-                     float scale,
-                     Py_ssize_t causal_offset,           # < 0: every key is visible
-                     float[:, :, ::1] out,               # OUT (n_q, n_heads, hd)
-                     int n_threads):
-    """`attention` over a bfloat16 KV cache; equal to it on the keys and values widened to float32."""
-    cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
-    cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
-    cdef os_idx task, i, h, n_keys, n_tasks = n_q * H
-    cdef int nt = _threads_for(n_tasks, n_threads)
-    cdef float *scores
-    if n_tasks == 0 or hd == 0:
-        return
-    scores = <float *> malloc(nt * max(1, n_kv) * sizeof(float))
-    if scores == NULL:
-        raise MemoryError(f"attention needs {nt} x {n_kv} float32 scores")
-    try:
-        for task in prange(n_tasks, nogil=True, schedule="static", num_threads=nt):
-            i = task // H
-            h = task % H
-            n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
-            os_attention_row_bf16kv(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
-                                    Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
-                                    &out[i, h, 0])
+            if kv_t is float:
+                os_attention_row(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
+                                 Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
+                                 &out[i, h, 0])
+            else:
+                os_attention_row_bf16kv(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
+                                        Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
+                                        &out[i, h, 0])
     finally:
         free(scores)
 

@@ -528,8 +528,7 @@ def attention(
             return _ref.attention(q, k, v, float(scale), causal_offset)
         return _attention_fused(q, k, v, float(scale), causal_offset)
     out = np.empty(q.shape, np.float32)
-    kernel = _kernels.attention_bf16kv if bf16 else _kernels.attention
-    kernel(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
+    _kernels.attention(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
     return out
 
 
