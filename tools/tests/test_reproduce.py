@@ -70,6 +70,8 @@ def test_live_tiny_bf16(oracle_observations: Path, tmp_path: Path, capsys: pytes
     assert any(row[:2] == ["jfk_english_forced", "ours"] for row in rows), out
     assert sum(row[:1] == ["reference"] for row in rows) == 2, out
     # the verdict follows the teacher-forced counts (the oracle records them after the FP32 run)
+    if "steps agreeing with FP32 when its ids are fed: " not in out:
+        pytest.skip("the tiny BF16 observations predate teacher forcing (rerun tox -e oracle)")
     forced = out.split("steps agreeing with FP32 when its ids are fed: ")[1].splitlines()[0]
     ours = int(forced.split("ours-BF16 ")[1].split("/")[0])
     reference = int(forced.split("reference-BF16 ")[1].split("/")[0])
