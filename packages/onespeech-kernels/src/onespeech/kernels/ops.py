@@ -100,6 +100,15 @@ def _vector(name: str, v: object, size: int) -> np.ndarray:
     return v
 
 
+def _matrix_for(name: str, w: object, x: np.ndarray) -> np.ndarray:
+    """A weight (N, K) checked against activations x (..., K)."""
+    w = _weight(name, w)
+    _ndim(name, w, 2, "(N, K)")
+    if x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"x has shape {x.shape} but {name} has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
+    return w
+
+
 def _eps(eps: object) -> float:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
         raise ValueError(f"eps={eps!r} is invalid; expected a float >= 0")
@@ -188,10 +197,7 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, blas
     ndarray[float32], shape (..., N)
     """
     x = _array("x", x)
-    w = _weight("w", w)
-    _ndim("w", w, 2, "(N, K)")
-    if x.ndim < 1 or x.shape[-1] != w.shape[1]:
-        raise ValueError(f"x has shape {x.shape} but w has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
+    w = _matrix_for("w", w, x)
     if bias is not None:
         bias = _f32(_vector("bias", bias, w.shape[0]))
     if _kernels is None:
@@ -239,13 +245,9 @@ def linear_many(
     list of ndarray[float32], shapes (..., N_i)
     """
     x = _array("x", x)
-    ws = [_weight(f"ws[{i}]", w) for i, w in enumerate(ws)]
     if not 1 <= len(ws) <= 8:
         raise ValueError(f"linear_many takes 1 to 8 weights, got {len(ws)}")
-    for i, w in enumerate(ws):
-        _ndim(f"ws[{i}]", w, 2, "(N, K)")
-        if x.ndim < 1 or x.shape[-1] != w.shape[1]:
-            raise ValueError(f"x has shape {x.shape} but ws[{i}] has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
+    ws = [_matrix_for(f"ws[{i}]", w, x) for i, w in enumerate(ws)]
     if len({w.dtype for w in ws}) != 1:
         raise ValueError(f"ws mix dtypes {sorted({str(w.dtype) for w in ws})}; give one dtype (float32 or uint16 bf16)")
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
