@@ -342,6 +342,7 @@ def main() -> int:
             # the FP32 reference's greedy ids, forced step by step (issue 5's agreement count)
             with np.load(fp32_dir / f"{case.name}.npz") as fp32:
                 forced_ids = [int(t) for t in fp32["tokens"]]
+        # the BF16 comparisons use full attention only: no windowed rerun in bfloat16
         info, arrays = run_case(asr, case, pcm, args.steps, windowed=windowed and args.dtype == "float32",
                                 forced_ids=forced_ids)  # fmt: skip
         info["seconds_case"] = round(time.perf_counter() - start, 3)
