@@ -128,18 +128,19 @@ def linear_bf16(const float[:, ::1] x,            # IN  (M, K)
     cdef const float *bp = &bias[0] if bias is not None else NULL
     cdef int nt = _threads_for(n_blocks, n_threads)
     cdef float *xp
+    cdef os_idx t
     if M == 0 or N == 0:
         return
     if M == 1 and OS_PAIR_GEMV:
-        # decode: the activation row permuted once, weights read as bf16 pairs
+        # decode: the activation row permuted once, weights read as bf16 pairs,
+        # one contiguous share of the rows per thread (long DRAM streams)
         xp = <float *> malloc(max(1, K) * sizeof(float))
         if xp == NULL:
             raise MemoryError(f"bf16 GEMV needs {K} float32 of scratch")
         try:
             os_pair_permute(&x[0, 0], xp, K)
-            for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
-                os_gemv_bf16_rows(&x[0, 0], xp, &w[0, 0], K, bp, &y[0, 0],
-                                  b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+            for t in prange(nt, nogil=True, schedule="static", num_threads=nt):
+                os_gemv_bf16_rows(&x[0, 0], xp, &w[0, 0], K, bp, &y[0, 0], N * t // nt, N * (t + 1) // nt)
         finally:
             free(xp)
         return
@@ -169,6 +170,19 @@ cdef enum:
     MAX_MANY = 8
 
 
+cdef void _gemv_bf16_span(const float *x, const float *xp, const unsigned short **ws, float **ys,
+                          const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1) noexcept nogil:
+    """Rows [r0, r1) of the matrices ws[0..n) taken one after another."""
+    cdef os_idx start = 0, a, b
+    cdef int j
+    for j in range(n):
+        a = max(r0, start)
+        b = min(r1, start + rows[j])
+        if a < b:
+            os_gemv_bf16_rows(x, xp, ws[j], K, NULL, ys[j], a - start, b - start)
+        start += rows[j]
+
+
 def linear_many(const float[:, ::1] x,  # IN  (1, K)
                 tuple ws,               # IN  up to 8 weights (N_i, K), all float32 or all bf16 bits
                 tuple ys,               # OUT (1, N_i) each
@@ -177,8 +191,9 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
 
     Decode multiplies one row by several matrices that share it (q/k/v,
     gate/up); one region over all their rows saves a fork/join per matrix and,
-    for bf16, permutes the row once. Rows are split in ROW_BLOCK blocks as in
-    linear_bf16/linear_f32, so every output is summed exactly as there.
+    for bf16, permutes the row once. float32 rows are split in ROW_BLOCK
+    blocks as in linear_f32; bf16 rows in one contiguous share per thread as
+    in linear_bf16. Every output is summed exactly as there.
     """
     cdef const unsigned short[:, ::1] wb
     cdef const float[:, ::1] wf
@@ -188,7 +203,7 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
     cdef float *yp[MAX_MANY]
     cdef os_idx rows[MAX_MANY]
     cdef os_idx first[MAX_MANY + 1]
-    cdef os_idx K = x.shape[1], b, n0, n1
+    cdef os_idx K = x.shape[1], b, n0, n1, t, total
     cdef int i, j, n = len(ws), nt
     cdef bint bf16 = n > 0 and ws[0].dtype.itemsize == 2
     cdef float *xp = NULL
@@ -213,6 +228,17 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
         if xp == NULL:
             raise MemoryError(f"bf16 GEMV needs {K} float32 of scratch")
         os_pair_permute(&x[0, 0], xp, K)
+        try:
+            # each thread one contiguous share of all the matrices' rows, as in
+            # linear_bf16 (row sums do not depend on the split)
+            total = 0
+            for i in range(n):
+                total += rows[i]
+            for t in prange(nt, nogil=True, schedule="static", num_threads=nt):
+                _gemv_bf16_span(&x[0, 0], xp, bp, yp, rows, n, K, total * t // nt, total * (t + 1) // nt)
+        finally:
+            free(xp)
+        return
     try:
         for b in prange(first[n], nogil=True, schedule="static", num_threads=nt):
             j = 0
@@ -222,8 +248,6 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
             n1 = min(rows[j], n0 + ROW_BLOCK)
             if not bf16:
                 os_dot_f32_rows(&x[0, 0], 1, fp[j], K, NULL, yp[j], rows[j], n0, n1)
-            elif xp != NULL:
-                os_gemv_bf16_rows(&x[0, 0], xp, bp[j], K, NULL, yp[j], n0, n1)
             else:
                 os_dot_bf16_rows(&x[0, 0], 1, bp[j], K, NULL, yp[j], rows[j], n0, n1)
     finally:
