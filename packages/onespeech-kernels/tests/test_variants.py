@@ -104,7 +104,7 @@ def test_ops_linear_many_checks_and_falls_back() -> None:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("m,n,k", [(1, 1024, 1024), (1, 3072, 1024), (1, 1024, 3072), (3, 257, 1031), (4, 64, 128),
-                                   (8, 100, 61), (1, 5, 7)])
+                                   (8, 100, 61), (1, 5, 7), (1, 1031, 1033)])
 def test_linear_bf16_and_f32_match_generic(variant: str, m: int, n: int, k: int) -> None:
     x = randn(m, k)
     w32 = randn(n, k, scale=0.05)
@@ -113,11 +113,11 @@ def test_linear_bf16_and_f32_match_generic(variant: str, m: int, n: int, k: int)
     want64 = x.astype(np.float64) @ reference.bf16_to_f32(w16).astype(np.float64).T + bias
     for w, fn in ((w16, "linear_bf16"), (w32, "linear_f32")):
         ys = {}
-        for threads in (1, 2):
+        for threads in (1, 2, 3):  # 3: uneven shares and quarters with remainders
             y = np.empty((m, n), np.float32)
             run(variant, fn, x, w, bias, y, threads=threads)
             ys[threads] = y
-        assert np.array_equal(ys[1], ys[2]), "thread count changed the result"
+        assert np.array_equal(ys[1], ys[2]) and np.array_equal(ys[1], ys[3]), "thread count changed the result"
         g = np.empty((m, n), np.float32)
         run("generic", fn, x, w, bias, g)
         assert close(ys[2], g.astype(np.float64))
