@@ -174,11 +174,11 @@ def test_attention_decode_matches_generic_and_reference(variant: str, n_q: int, 
     q, k, v = randn(n_q, 16, 128), randn(n_kv, 8, 128), randn(n_kv, 8, 128)
     scale = 128**-0.5
     got = {}
-    for threads in (1, 2):
-        out = np.empty_like(q)
+    for threads in (1, 2, 3, 8):  # kv heads split in 1, 2, 3 (uneven) and 8 shares
+        out = np.full_like(q, np.nan)
         run(variant, "attention", q, k, v, scale, -1 if causal is None else causal, out, threads=threads)
         got[threads] = out
-    assert np.array_equal(got[1], got[2])
+    assert all(np.array_equal(got[1], got[t]) for t in (2, 3, 8)), "thread count changed the result"
     assert close(got[2], reference.attention(q, k, v, scale, causal).astype(np.float64))
 
 

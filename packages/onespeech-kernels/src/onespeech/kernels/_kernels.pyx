@@ -32,11 +32,12 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_swiglu(const float *g, const float *u, float *y, os_idx n)
     void os_silu(const float *x, float *y, os_idx n)
     void os_gelu(const float *x, float *y, os_idx n)
-    void os_attention_row(const float *q, const float *k, const float *v, os_idx kv_stride,
-                          os_idx n_keys, os_idx hd, float scale, float *scores, float *out)
-    void os_attention_row_bf16kv(const float *q, const unsigned short *k, const unsigned short *v,
-                                 os_idx kv_stride, os_idx n_keys, os_idx hd, float scale, float *scores,
-                                 float *out)
+    void os_attention_heads(const float *q, const float *k, const float *v, os_idx kv_stride,
+                            os_idx n_keys, os_idx hd, os_idx group, os_idx g0, os_idx g1,
+                            float scale, float *scores, float *out)
+    void os_attention_heads_bf16kv(const float *q, const unsigned short *k, const unsigned short *v,
+                                   os_idx kv_stride, os_idx n_keys, os_idx hd, os_idx group, os_idx g0,
+                                   os_idx g1, float scale, float *scores, float *out)
     int OS_AT_MR
     int OS_AT_NR
     void os_attn_pack(const float *k, const float *v, os_idx n_kv, os_idx n_kv_heads, os_idx hd,
@@ -369,34 +370,41 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
               Py_ssize_t causal_offset,  # < 0: every key is visible
               float[:, :, ::1] out,      # OUT (n_q, n_heads, hd)
               int n_threads):
-    """out[i, h] = softmax(q[i, h] . k[:, g(h)] * scale) @ v[:, g(h)], one task per (i, h).
+    """out[i, h] = softmax(q[i, h] . k[:, g(h)] * scale) @ v[:, g(h)] for few query rows (decode).
 
-    bfloat16 k/v give exactly the result of their float32 widening.
+    One task per query row and share of the kv heads (as many shares as
+    threads); every head is computed alike whatever the split. bfloat16 k/v
+    give exactly the result of their float32 widening.
     """
     cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
     cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
-    cdef os_idx task, i, h, n_keys, n_tasks = n_q * H
-    cdef int nt = _threads_for(n_tasks, n_threads)
-    # one row of scores per thread, indexed by threadid()
+    cdef os_idx task, i, s, g0, g1, n_keys, shares, n_tasks
+    cdef int nt
+    # n_heads rows of scores per thread, indexed by threadid()
     cdef float *scores
-    if n_tasks == 0 or hd == 0:
+    cdef os_idx per_thread = H * max(1, n_kv)
+    if n_q == 0 or H == 0 or hd == 0:
         return
-    scores = <float *> malloc(nt * max(1, n_kv) * sizeof(float))
+    shares = max(1, min(Hkv, n_threads))
+    n_tasks = n_q * shares
+    nt = _threads_for(n_tasks, n_threads)
+    scores = <float *> malloc(nt * per_thread * sizeof(float))
     if scores == NULL:
-        raise MemoryError(f"attention needs {nt} x {n_kv} float32 scores")
+        raise MemoryError(f"attention needs {nt} x {H} x {n_kv} float32 scores")
     try:
         for task in prange(n_tasks, nogil=True, schedule="static", num_threads=nt):
-            i = task // H
-            h = task % H
+            i = task // shares
+            s = task % shares
+            g0 = Hkv * s // shares
+            g1 = Hkv * (s + 1) // shares
             n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
             if kv_t is float:
-                os_attention_row(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
-                                 Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
-                                 &out[i, h, 0])
+                os_attention_heads(&q[i, 0, 0], &k[0, 0, 0], &v[0, 0, 0], Hkv * hd, n_keys, hd, group,
+                                   g0, g1, scale, scores + threadid() * per_thread, &out[i, 0, 0])
             else:
-                os_attention_row_bf16kv(&q[i, h, 0], &k[0, h // group, 0], &v[0, h // group, 0],
-                                        Hkv * hd, n_keys, hd, scale, scores + threadid() * max(1, n_kv),
-                                        &out[i, h, 0])
+                os_attention_heads_bf16kv(&q[i, 0, 0], &k[0, 0, 0], &v[0, 0, 0], Hkv * hd, n_keys, hd,
+                                          group, g0, g1, scale, scores + threadid() * per_thread,
+                                          &out[i, 0, 0])
     finally:
         free(scores)
 

@@ -477,30 +477,47 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
     for (j = n_vis; j < n; j++) s[j] = 0.0f;
 }
 
-/* ---- attention for one query row and one head ------------------------------
- * scores[j] = (q . k_j) * scale for the n_keys visible keys, softmax in float32,
- * out = sum_j p_j v_j. k and v rows are kv_stride floats apart (the KV cache
- * layout [n_kv, n_kv_heads, head_dim]). */
-#define OS_DEFINE_ATTENTION_ROW(NAME, KVT, DOT, LOADKV, SCALARKV)                     \
+/* ---- decode attention: one query row, a range of kv heads --------------------
+ * For query row q (n_heads x hd) and kv heads [g0, g1) with their `group`
+ * query heads each: scores[h][j] = (q_h . k_j) * scale over the n_keys visible
+ * keys, softmax in float32, out_h = sum_j p_hj v_j. k and v rows are kv_stride
+ * values apart (the KV cache layout [n_kv, n_kv_heads, head_dim]).
+ *
+ * Keys are the outer loop, so each pass reads the range's slice of every key
+ * row once, front to back: per head, the cache would be read in 512-byte
+ * pieces 4 KiB apart, which all fall into the same few cache sets. Each out_h
+ * lane still sums p_hj v_jd in key order, one FMA per key, so nothing depends
+ * on the range or on the thread split. scores holds (g1 - g0) * group rows of
+ * n_keys floats. */
+#define OS_DEFINE_ATTENTION_HEADS(NAME, KVT, DOT, LOADKV, SCALARKV)                     \
     static void NAME(const float *q, const KVT *k, const KVT *v, os_idx kv_stride,       \
-                     os_idx n_keys, os_idx hd, float scale, float *scores, float *out) {  \
-        for (os_idx j = 0; j < n_keys; j++) scores[j] = DOT(q, k + j * kv_stride, hd);   \
-        os_attn_softmax_row(scores, n_keys, n_keys, scale);                              \
-        for (os_idx d = 0; d < hd; d++) out[d] = 0.0f;                                   \
-        for (os_idx j = 0; j < n_keys; j++) {                                            \
-            const KVT *vj = v + j * kv_stride;                                           \
-            vf p = os_splat(scores[j]);                                                  \
-            os_idx d = 0;                                                                \
-            for (; d + OS_LANES <= hd; d += OS_LANES)                                    \
-                os_store_f32(out + d, os_load_f32(out + d) + p * LOADKV(vj + d));        \
-            for (; d < hd; d++) out[d] += scores[j] * SCALARKV(vj[d]);                   \
-        }                                                                                \
+                     os_idx n_keys, os_idx hd, os_idx group, os_idx g0, os_idx g1,       \
+                     float scale, float *scores, float *out) {                           \
+        const os_idx h0 = g0 * group, nh = (g1 - g0) * group;                             \
+        for (os_idx j = 0; j < n_keys; j++)                                              \
+            for (os_idx h = 0; h < nh; h++)                                               \
+                scores[h * n_keys + j] =                                                 \
+                    DOT(q + (h0 + h) * hd, k + j * kv_stride + (h0 + h) / group * hd, hd); \
+        for (os_idx h = 0; h < nh; h++)                                                   \
+            os_attn_softmax_row(scores + h * n_keys, n_keys, n_keys, scale);             \
+        for (os_idx d = 0; d < nh * hd; d++) out[h0 * hd + d] = 0.0f;                    \
+        for (os_idx j = 0; j < n_keys; j++)                                              \
+            for (os_idx h = 0; h < nh; h++) {                                             \
+                const KVT *vj = v + j * kv_stride + (h0 + h) / group * hd;               \
+                float *o = out + (h0 + h) * hd;                                          \
+                float pj = scores[h * n_keys + j];                                       \
+                vf p = os_splat(pj);                                                     \
+                os_idx d = 0;                                                            \
+                for (; d + OS_LANES <= hd; d += OS_LANES)                                \
+                    os_store_f32(o + d, os_load_f32(o + d) + p * LOADKV(vj + d));        \
+                for (; d < hd; d++) o[d] += pj * SCALARKV(vj[d]);                        \
+            }                                                                            \
     }
 
-OS_DEFINE_ATTENTION_ROW(os_attention_row, float, os_dot_f32_1, os_load_f32, OS_ID)
+OS_DEFINE_ATTENTION_HEADS(os_attention_heads, float, os_dot_f32_1, os_load_f32, OS_ID)
 /* the BF16 KV cache: bf16 values widen exactly, so this sums the very same
- * products in the same order as os_attention_row over their float32 copies */
-OS_DEFINE_ATTENTION_ROW(os_attention_row_bf16kv, uint16_t, os_dot_bf16_1, os_load_bf16, os_bf16_scalar)
+ * products in the same order as os_attention_heads over their float32 copies */
+OS_DEFINE_ATTENTION_HEADS(os_attention_heads_bf16kv, uint16_t, os_dot_bf16_1, os_load_bf16, os_bf16_scalar)
 
 
 /* ---- fused attention for many queries (prefill, encoder, aligner) ----------
