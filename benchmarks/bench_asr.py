@@ -17,7 +17,9 @@ the ratio ours / reference:
 Each system runs in its own process (ours with this interpreter, the reference with
 ``--reference-python``), one after the other, so peak RSS is per system; the warm
 loads are timed in a process of their own before it, so the measured process loads
-the model once, as an application does. Run it under
+the model once, as an application does. With ``--precision bf16`` our FP32 also runs,
+right after our BF16, and the table adds its decode time and the BF16 / FP32 ratios.
+Run it under
 ``flock /work/heavy.lock`` on shared machines.
 """
 
@@ -247,7 +249,7 @@ def _fmt(values: list[float], scale: float, unit: str) -> str:
     return f"{statistics.median(v):8.1f} {unit} ({min(v):.1f}..{max(v):.1f})"
 
 
-def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
+def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str, ours_fp32: dict | None = None) -> None:
     weights = ours["weights_bytes"]
     bandwidth = args.bandwidth_gbs or ours.get("bandwidth_gbs", float("nan"))
     floor_ms = ours["decode_bytes"] / bandwidth / 1e9 * 1e3
@@ -267,10 +269,17 @@ def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str) -> None:
                 extra = f"   memory-bound limit {floor_ms:.0f} ms/tok at {bandwidth:.1f} GB/s -> " \
                         f"{floor_ms / (statistics.median(o) * 1e3):.0%}"  # fmt: skip
             print(f"{name:<16}{_fmt(o, scale, unit):<32}{_fmt(r, scale, unit):<34}{ratio:5.2f}{extra}")
+        if ours_fp32 is not None:  # the BF16 targets are also stated against our own FP32
+            f = ours_fp32["stages"][label]["decode"]
+            print(f"{'decode fp32':<16}{_fmt(f, 1e3, 'ms/tok'):<32}{'(ours, same run)':<34}"
+                  f"bf16 / fp32 {statistics.median(ours['stages'][label]['decode']) / statistics.median(f):.2f}")
     gib = 1 << 30
     print(f"\npeak RSS        ours {ours['peak_rss'] / gib:.2f} GiB   reference {ref['peak_rss'] / gib:.2f} GiB   "
           f"ratio {ours['peak_rss'] / ref['peak_rss']:.2f}   ours / {args.precision} weights ({weights / gib:.2f} GiB) = "
           f"{ours['peak_rss'] / weights:.2f} (target <= 1.10)")  # fmt: skip
+    if ours_fp32 is not None:
+        print(f"peak RSS        ours bf16 / ours fp32 ({ours_fp32['peak_rss'] / gib:.2f} GiB) = "
+              f"{ours['peak_rss'] / ours_fp32['peak_rss']:.2f}")
     if "first_load_with_conversion_s" in ours:
         print(f"first load (converts publisher files to {args.precision} runtime files): {ours['first_load_with_conversion_s']:.1f} s")
 
@@ -307,13 +316,19 @@ def main() -> int:
         for key in ("first_load_with_conversion_s", "bandwidth_gbs"):
             if key in converted:
                 ours[key] = converted[key]
+        ours_fp32 = None
+        if args.precision == "bf16":  # our FP32 right after: the anchor of the BF16 targets
+            fp32_args = argparse.Namespace(**{**vars(args), "precision": "fp32"})
+            _run_worker(sys.executable, "convert", fp32_args, clips, work / "convert_fp32.json")
+            ours_fp32 = _run_worker(sys.executable, "ours", fp32_args, clips, work / "ours_fp32.json")
         if args.skip_reference:
             print(json.dumps(ours, indent=1))
             return 0
         ref = _run_worker(args.reference_python, "reference", args, clips, work / "reference.json")
     saved = ROOT / "build" / f"bench_asr_{args.precision}.json"  # the raw timings, to reprint or compare
     saved.parent.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "ours": ours, "reference": ref}))
+    saved.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "ours": ours, "reference": ref,
+                                 "ours_fp32": ours_fp32}))
     try:
         from threadpoolctl import threadpool_info
 
@@ -321,7 +336,7 @@ def main() -> int:
     except ImportError:
         blas = "blas unknown"
     print(f"python {platform.python_version()} | numpy {np.__version__} | torch {ref.get('versions', {}).get('torch')}")
-    _table(ours, ref, args, blas)
+    _table(ours, ref, args, blas, ours_fp32)
     return 0
 
 

@@ -151,6 +151,34 @@ def test_layer_norm_matches_float64() -> None:
     assert rel_err(ops.layer_norm(x, w, b, 1e-5), want) < 2e-6
 
 
+def _conv_direct(x: np.ndarray, kernel4: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """torch's Conv2d(k=3, stride=2, padding=1) in float64, channels-last in and out."""
+    n, h, w, _ = x.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ho, wo = (h + 1) // 2, (w + 1) // 2
+    y = np.zeros((n, ho, wo, kernel4.shape[0])) + bias
+    for a in range(3):
+        for b in range(3):
+            y += xp[:, a : a + 2 * ho : 2, b : b + 2 * wo : 2, :] @ kernel4[:, :, a, b].T.astype(np.float64)
+    return y
+
+
+@pytest.mark.parametrize("n,h,w,ci,co", [(2, 7, 10, 5, 6), (1, 128, 13, 1, 8), (3, 2, 1, 4, 3), (1, 16, 25, 32, 16)])
+def test_conv3x3s2_matches_a_direct_convolution(n: int, h: int, w: int, ci: int, co: int) -> None:
+    x, kernel4, bias = randn(n, h, w, ci), randn(co, ci, 3, 3), randn(co)
+    flat = np.ascontiguousarray(kernel4.transpose(0, 2, 3, 1)).reshape(co, 9 * ci)
+    got = ops.conv3x3s2(x, flat, bias)
+    assert got.shape == (n, (h + 1) // 2, (w + 1) // 2, co)
+    assert rel_err(got, _conv_direct(x, kernel4, bias)) < 2e-6
+
+
+def test_conv3x3s2_rejects_bad_shapes() -> None:
+    with pytest.raises(ValueError, match="expected 4 dims"):
+        ops.conv3x3s2(randn(3, 4, 5), randn(2, 45))
+    with pytest.raises(ValueError, match=r"expected \(Co, 45\)"):
+        ops.conv3x3s2(randn(1, 3, 4, 5), randn(2, 44))
+
+
 def test_gelu_is_the_erf_gelu() -> None:
     x = np.concatenate([randn(4000, scale=4.0), np.array([0, -0.0, 10, -10, 1e-8, 30, -30], np.float32)])
     want = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])

@@ -65,6 +65,17 @@ def test_linear_many_equals_one_call_per_matrix(variant: str, k: int) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape", [(2, 64, 50, 3), (1, 128, 100, 1), (3, 5, 1, 7), (1, 1, 1, 2)])
+def test_im2col_is_an_exact_copy_for_any_thread_count(variant: str, shape: tuple[int, int, int, int]) -> None:
+    x = randn(*shape)
+    want = reference.im2col_3x3s2(x)
+    for threads in (1, 2, 3):
+        cols = np.full(want.shape, np.nan, np.float32)
+        run(variant, "im2col_3x3s2", x, cols, threads=threads)
+        assert np.array_equal(cols, want)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("n_q,n_kv,offset", [(1, 37, 36), (3, 300, 297), (2, 9, -1)])
 def test_attention_over_bf16_kv_equals_the_widened_cache(variant: str, n_q: int, n_kv: int, offset: int) -> None:
     q = randn(n_q, 8, 64)
@@ -152,6 +163,14 @@ def test_norm_rope_activations_match_generic(variant: str) -> None:
         outs[v] = y
     assert close(outs[variant], outs["generic"].astype(np.float64))
     assert close(outs[variant], reference.rms_norm(x, w, 1e-6).astype(np.float64))
+    b = randn(1031)
+    shifted = x + 5.0  # a mean far from zero, where a float32 one-pass variance would cancel
+    for v in ("generic", variant):
+        y = np.empty_like(x)
+        run(v, "layer_norm", shifted, w, b, 1e-5, y)
+        outs[v] = y
+    assert close(outs[variant], outs["generic"].astype(np.float64))
+    assert close(outs[variant], reference.layer_norm(shifted, w, b, 1e-5).astype(np.float64))
     q = randn(9, 16, 128)
     cos, sin = randn(9, 128), randn(9, 128)
     for v in ("generic", variant):

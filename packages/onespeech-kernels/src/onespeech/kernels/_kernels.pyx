@@ -27,6 +27,9 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_gemv_bf16_rows(const float *x, const float *xp, const unsigned short *W, os_idx K,
                            const float *bias, float *y, os_idx n0, os_idx n1)
     void os_rms_norm_row(const float *x, const float *w, float eps, float *y, os_idx D)
+    void os_layer_norm_row(const float *x, const float *w, const float *b, float eps, float *y, os_idx D)
+    void os_im2col_3x3s2_row(const float *x, os_idx H, os_idx W, os_idx C, os_idx i, os_idx Wo,
+                             float *cols)
     void os_rope_token(const float *x, const float *c, const float *s, float *y,
                        os_idx n_heads, os_idx hd)
     void os_swiglu(const float *g, const float *u, float *y, os_idx n)
@@ -344,6 +347,34 @@ def silu(const float[::1] x,  # IN
     cdef int nt = _threads_for(n_chunks, n_threads)
     for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
         os_silu(&x[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+
+
+def im2col_3x3s2(const float[:, :, :, ::1] x,  # IN  (n, H, W, C), channels-last
+                 float[:, ::1] cols,            # OUT (n * Ho * Wo, 9 * C)
+                 int n_threads):
+    """Patches of a 3x3 stride-2 pad-1 convolution, one row per output position."""
+    cdef os_idx n = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3]
+    cdef os_idx Ho = (H + 1) // 2, Wo = (W + 1) // 2, task
+    cdef int nt = _threads_for(n * Ho * Wo * 9 * C // CHUNK, n_threads)
+    if n * Ho * Wo * C == 0:
+        return
+    for task in prange(n * Ho, nogil=True, schedule="static", num_threads=nt):
+        os_im2col_3x3s2_row(&x[task // Ho, 0, 0, 0], H, W, C, task % Ho, Wo, &cols[task * Wo, 0])
+
+
+def layer_norm(const float[:, ::1] x,   # IN  (n, D)
+               const float[::1] weight,  # IN  (D,)
+               const float[::1] bias,    # IN  (D,)
+               float eps,
+               float[:, ::1] y,          # OUT (n, D)
+               int n_threads):
+    """y[i] = (x[i] - mean) / sqrt(var + eps) * weight + bias, moments in double."""
+    cdef os_idx n = x.shape[0], D = x.shape[1], i
+    cdef int nt = _threads_for(n * D // CHUNK, n_threads)
+    if D == 0:
+        return
+    for i in prange(n, nogil=True, schedule="static", num_threads=nt):
+        os_layer_norm_row(&x[i, 0], &weight[0], &bias[0], eps, &y[i, 0], D)
 
 
 def gelu(const float[::1] x,  # IN

@@ -324,6 +324,58 @@ static void os_rms_norm_row(const float *x, const float *w, float eps, float *y,
     for (; i < D; i++) y[i] = w[i] * (x[i] * inv);
 }
 
+/* torch.nn.LayerNorm over one row of D values: mean and biased variance in
+ * double (torch's float32 kernel sums with a compensated cascade; exactly
+ * rounded moments are the closest a plain loop gets), then in float32
+ * y = (x - mean) * rstd * w + b. Four accumulators keep the double adds from
+ * waiting on each other. */
+static void os_layer_norm_row(const float *x, const float *w, const float *b, float eps, float *y,
+                              os_idx D) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    os_idx i = 0;
+    for (; i + 4 <= D; i += 4) {
+        s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3];
+    }
+    for (; i < D; i++) s0 += x[i];
+    const double mean = ((s0 + s1) + (s2 + s3)) / (double)D;
+    s0 = s1 = s2 = s3 = 0;
+    for (i = 0; i + 4 <= D; i += 4) {
+        double d0 = x[i] - mean, d1 = x[i + 1] - mean, d2 = x[i + 2] - mean, d3 = x[i + 3] - mean;
+        s0 += d0 * d0; s1 += d1 * d1; s2 += d2 * d2; s3 += d3 * d3;
+    }
+    for (; i < D; i++) {
+        double d = x[i] - mean;
+        s0 += d * d;
+    }
+    const double var = ((s0 + s1) + (s2 + s3)) / (double)D;
+    const float rstd = (float)(1.0 / sqrt(var + (double)eps)), m = (float)mean;
+    vf mv = os_splat(m), rv = os_splat(rstd);
+    for (i = 0; i + OS_LANES <= D; i += OS_LANES)
+        os_store_f32(y + i, (os_load_f32(x + i) - mv) * rv * os_load_f32(w + i) + os_load_f32(b + i));
+    for (; i < D; i++) y[i] = (x[i] - m) * rstd * w[i] + b[i];
+}
+
+/* im2col of a 3x3, stride-2, pad-1 convolution, channels-last: output row i
+ * of one image x[H][W][C] becomes Wo rows of 9 * C values, ordered (kh, kw,
+ * c) like the kernel re-laid out as [Co][kh][kw][Ci]; taps in the padding
+ * are zeros. */
+static void os_im2col_3x3s2_row(const float *x, os_idx H, os_idx W, os_idx C, os_idx i, os_idx Wo,
+                                float *cols) {
+    for (os_idx j = 0; j < Wo; j++) {
+        float *out = cols + j * 9 * C;
+        for (os_idx a = 0; a < 3; a++) {
+            os_idx r = 2 * i + a - 1;
+            for (os_idx b = 0; b < 3; b++, out += C) {
+                os_idx c = 2 * j + b - 1;
+                if (r < 0 || r >= H || c < 0 || c >= W)
+                    memset(out, 0, (size_t)C * sizeof(float));
+                else
+                    memcpy(out, x + (r * W + c) * C, (size_t)C * sizeof(float));
+            }
+        }
+    }
+}
+
 /* rotate_half RoPE for the n_heads heads of one token */
 static void os_rope_token(const float *x, const float *c, const float *s, float *y,
                           os_idx n_heads, os_idx hd) {

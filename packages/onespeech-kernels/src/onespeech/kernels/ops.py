@@ -56,6 +56,7 @@ __all__ = [
     "argmax",
     "attention",
     "bf16_to_f32",
+    "conv3x3s2",
     "embedding",
     "f32_to_bf16",
     "gelu",
@@ -298,6 +299,36 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None)
     return y
 
 
+def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """3x3, stride-2, pad-1 convolution over channels-last images: im2col, then one `linear`.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (n, H, W, Ci)
+    kernel : ndarray[float32 | uint16 (bf16)], shape (Co, 9 * Ci)
+        torch's [Co, Ci, 3, 3] kernel re-laid out as [Co, kh, kw, Ci] and flattened.
+    bias : ndarray[float32 | uint16 (bf16)], shape (Co,), optional
+
+    Returns
+    -------
+    ndarray[float32], shape (n, ceil(H / 2), ceil(W / 2), Co)
+    """
+    x = _array("x", x)
+    _ndim("x", x, 4, "(n, H, W, Ci)")
+    kernel = _weight("kernel", kernel)
+    _ndim("kernel", kernel, 2, "(Co, 9 * Ci)")
+    n, h, w, c = x.shape
+    if kernel.shape[1] != 9 * c:
+        raise ValueError(f"kernel has shape {kernel.shape} but x has {c} channels; expected (Co, {9 * c})")
+    ho, wo = (h + 1) // 2, (w + 1) // 2
+    if _kernels is None:
+        cols = _ref.im2col_3x3s2(x)
+    else:
+        cols = np.empty((n * ho * wo, 9 * c), np.float32)
+        _kernels.im2col_3x3s2(x, cols, get_threads())
+    return linear(cols, kernel, bias).reshape(n, ho, wo, kernel.shape[0])
+
+
 def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Look up rows of an embedding table.
 
@@ -364,7 +395,12 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
     """
     x = _array("x", x)
     d = x.shape[-1] if x.ndim else -1
-    return _ref.layer_norm(x, _vector("weight", weight, d), _vector("bias", bias, d), _eps(eps))
+    weight, bias, eps = _vector("weight", weight, d), _vector("bias", bias, d), _eps(eps)
+    if _kernels is None or d == 0:
+        return _ref.layer_norm(x, weight, bias, eps)
+    y = np.empty(x.shape, np.float32)
+    _kernels.layer_norm(x.reshape(-1, d), _f32(weight), _f32(bias), eps, y.reshape(-1, d), get_threads())
+    return y
 
 
 # activations --------------------------------------------------------------------------

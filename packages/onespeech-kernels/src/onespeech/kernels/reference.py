@@ -64,6 +64,19 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     return y.reshape(*lead, n)
 
 
+def im2col_3x3s2(x: np.ndarray) -> np.ndarray:
+    """Patches (n * Ho * Wo, 9 * C), ordered (kh, kw, c), of a 3x3 stride-2 pad-1 convolution."""
+    n, h, w, c = x.shape
+    ho, wo = (h + 1) // 2, (w + 1) // 2
+    xp = np.zeros((n, h + 2, w + 2, c), dtype=np.float32)
+    xp[:, 1:-1, 1:-1, :] = x
+    sn, sh, sw, sc = xp.strides
+    patches = np.lib.stride_tricks.as_strided(
+        xp, shape=(n, ho, wo, 3, 3, c), strides=(sn, 2 * sh, 2 * sw, sh, sw, sc)
+    )
+    return patches.reshape(n * ho * wo, 9 * c)
+
+
 def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Rows of the table, expanded to float32."""
     return np.ascontiguousarray(as_f32_weight(table[ids]), dtype=np.float32)

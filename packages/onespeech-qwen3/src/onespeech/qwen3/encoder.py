@@ -18,8 +18,8 @@ Architecture (qwen_asr ``Qwen3ASRAudioEncoder``)::
 (13 tokens x n_window_infer / 100 frames = 8 s), the block-diagonal pattern the
 reference builds its ``cu_seqlens`` for and applies only under FlashAttention-2.
 
-Convolutions run as im2col + one GEMM per batch of chunks in a channels-last
-layout, so the im2col gather copies contiguous channel rows.
+Convolutions run as im2col + one GEMM per batch of chunks (`ops.conv3x3s2`) in
+a channels-last layout, so the im2col gather copies contiguous channel rows.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from onespeech.kernels import ops
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
@@ -182,24 +181,12 @@ class AudioEncoder:
         """Three GELU convolutions, conv_out and chunk positions: [n, t, d_model]."""
         r = self._round
         for i, kernel in enumerate(self._conv, start=1):
-            x = r(ops.gelu(r(self._conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"]))))
+            x = r(ops.gelu(r(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"]))))
         n, f, t, c = x.shape
         # the reference flattens (channel, frequency) per time step: index c * f + freq
         flat = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
         emb = r(ops.linear(flat, self._w["conv_out.weight"]))
         return r(emb + self._positions[None, :t, :])
-
-    @staticmethod
-    def _conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        """3x3 stride-2 pad-1 convolution, channels-last: [n, H, W, Ci] -> [n, H', W', Co]."""
-        n, h, w, c = x.shape
-        ho, wo = conv_out_length(h), conv_out_length(w)
-        xp = np.zeros((n, h + 2, w + 2, c), dtype=np.float32)
-        xp[:, 1:-1, 1:-1, :] = x
-        sn, sh, sw, sc = xp.strides
-        patches = as_strided(xp, shape=(n, ho, wo, 3, 3, c), strides=(sn, 2 * sh, 2 * sw, sh, sw, sc))
-        cols = patches.reshape(n * ho * wo, 9 * c)  # the im2col copy
-        return ops.linear(cols, kernel, bias).reshape(n, ho, wo, -1)
 
     @staticmethod
     def _attention_blocks(n_tokens: int, window: int | None) -> list[tuple[int, int]]:
