@@ -33,29 +33,6 @@ def test_sinusoids_layout() -> None:
     np.testing.assert_allclose(pos[3, 4:], np.cos(3 * inv), rtol=1e-6)
 
 
-def direct_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Naive 3x3 stride-2 pad-1 conv, channels-first [C, H, W] -> [Co, H', W'] (float64)."""
-    c, h, wd = x.shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1)))
-    ho, wo = (h - 1) // 2 + 1, (wd - 1) // 2 + 1
-    out = np.zeros((w.shape[0], ho, wo))
-    for i in range(ho):
-        for j in range(wo):
-            patch = xp[:, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3]
-            out[:, i, j] = np.tensordot(w, patch, axes=([1, 2, 3], [0, 1, 2])) + b
-    return out
-
-
-def test_im2col_convolution_matches_direct() -> None:
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((3, 9, 7)).astype(np.float32)
-    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(5).astype(np.float32)
-    kernel = np.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(5, -1)
-    got = AudioEncoder._conv3x3s2(x.transpose(1, 2, 0)[None], kernel, b)[0].transpose(2, 0, 1)
-    np.testing.assert_allclose(got, direct_conv(x, w, b), rtol=0, atol=1e-5)
-
-
 @pytest.fixture(scope="module")
 def encoder(tiny_weights, tiny_config) -> AudioEncoder:
     return AudioEncoder(tiny_weights, tiny_config)
