@@ -154,7 +154,13 @@ class AudioEncoder:
     # -- stages ---------------------------------------------------------------------
 
     def _embed_chunks(self, mel: np.ndarray, cancel: Cancel) -> tuple[np.ndarray, int]:
-        """Convolution front end: f32[n_tokens, d_model] and the attention window size."""
+        """Convolution front end: f32[n_tokens, d_model] and the attention window size.
+
+        The convolutions run a few chunks at a time (their im2col buffers are the
+        encoder's largest); conv_out, a per-token product, runs once over the
+        valid tokens of every chunk, a GEMM of n_tokens rows instead of one of 13
+        rows per chunk.
+        """
         d = self.dims
         n_mels, n_frames = mel.shape
         n_chunks = -(-n_frames // self.chunk_frames)
@@ -163,7 +169,7 @@ class AudioEncoder:
         width = max(lengths)  # every chunk is zero-padded to the longest one
         valid = [chunk_tokens(n) for n in lengths]
         window = chunk_tokens(width) * (d.n_window_infer // self.chunk_frames)
-        pieces = []
+        rows, positions = [], []
         for c0 in range(0, n_chunks, _CONV_BATCH_CHUNKS):
             raise_if_cancelled(cancel)
             c1 = min(n_chunks, c0 + _CONV_BATCH_CHUNKS)
@@ -172,21 +178,22 @@ class AudioEncoder:
             for j in range(c0, c1):
                 start = j * self.chunk_frames
                 x[j - c0, :, : lengths[j], 0] = mel[:, start : start + lengths[j]]
-            emb = self._conv_stack(x)  # [n, t, d_model]
+            flat = self._conv_stack(x)  # [n, t, C * F]
             for j in range(c0, c1):
-                pieces.append(emb[j - c0, : valid[j]])
-        return np.ascontiguousarray(np.concatenate(pieces, axis=0)), window
+                rows.append(flat[j - c0, : valid[j]])
+                positions.append(self._positions[: valid[j]])
+        r = self._round
+        emb = r(ops.linear(np.concatenate(rows, axis=0), self._w["conv_out.weight"]))
+        return r(emb + np.concatenate(positions, axis=0)), window
 
     def _conv_stack(self, x: np.ndarray) -> np.ndarray:
-        """Three GELU convolutions, conv_out and chunk positions: [n, t, d_model]."""
+        """Three GELU convolutions, flattened per time step as conv_out reads them: [n, t, C * F]."""
         r = self._round
         for i, kernel in enumerate(self._conv, start=1):
             x = r(ops.gelu(r(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"]))))
         n, f, t, c = x.shape
         # the reference flattens (channel, frequency) per time step: index c * f + freq
-        flat = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
-        emb = r(ops.linear(flat, self._w["conv_out.weight"]))
-        return r(emb + self._positions[None, :t, :])
+        return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
 
     @staticmethod
     def _attention_blocks(n_tokens: int, window: int | None) -> list[tuple[int, int]]:
