@@ -232,13 +232,14 @@ static void os_pair_permute(const float *x, float *xp, os_idx K) {
     for (; k < K; k++) xp[k] = x[k];
 }
 
-/* One weight row's pair terms, accumulated in e (even) and o (odd) lanes. */
-#define OS_PAIR_STEP(e, o, xp, w, k)                                          \
+/* One weight row's pair terms, accumulated in e (even) and o (odd) lanes;
+ * hi is the 0xFFFF0000 mask that keeps the odd element of each pair. */
+#define OS_PAIR_STEP(e, o, xp, w, k, hi)                                      \
     do {                                                                      \
         vu u_;                                                                \
         memcpy(&u_, (w) + (k), sizeof u_);                                    \
         e += os_load_f32((xp) + (k)) * os_bits_to_f32(u_ << 16);              \
-        o += os_load_f32((xp) + (k) + OS_LANES) * os_bits_to_f32(u_ & hi);    \
+        o += os_load_f32((xp) + (k) + OS_LANES) * os_bits_to_f32(u_ & (hi));  \
     } while (0)
 
 /* y[n] = x . w[n] (+ bias[n]) once the vector part (e + o, k < kk) is summed */
@@ -266,10 +267,10 @@ static void os_gemv_bf16_rows(const float *x, const float *xp, const uint16_t *W
         const uint16_t *a = W + n * K, *b = a + q * K, *c = b + q * K, *d = c + q * K;
         vf ae = os_splat(0), ao = ae, be = ae, bo = ae, ce = ae, co = ae, de = ae, dd = ae;
         for (os_idx k = 0; k < kk; k += OS_PAIR) {
-            OS_PAIR_STEP(ae, ao, xp, a, k);
-            OS_PAIR_STEP(be, bo, xp, b, k);
-            OS_PAIR_STEP(ce, co, xp, c, k);
-            OS_PAIR_STEP(de, dd, xp, d, k);
+            OS_PAIR_STEP(ae, ao, xp, a, k, hi);
+            OS_PAIR_STEP(be, bo, xp, b, k, hi);
+            OS_PAIR_STEP(ce, co, xp, c, k, hi);
+            OS_PAIR_STEP(de, dd, xp, d, k, hi);
         }
         y[n] = os_pair_finish(ae, ao, x, a, kk, K, bias, n);
         y[n + q] = os_pair_finish(be, bo, x, b, kk, K, bias, n + q);
@@ -279,7 +280,7 @@ static void os_gemv_bf16_rows(const float *x, const float *xp, const uint16_t *W
     for (os_idx n = n0 + 4 * q; n < n1; n++) {
         const uint16_t *a = W + n * K;
         vf ae = os_splat(0), ao = ae;
-        for (os_idx k = 0; k < kk; k += OS_PAIR) OS_PAIR_STEP(ae, ao, xp, a, k);
+        for (os_idx k = 0; k < kk; k += OS_PAIR) OS_PAIR_STEP(ae, ao, xp, a, k, hi);
         y[n] = os_pair_finish(ae, ao, x, a, kk, K, bias, n);
     }
 }
