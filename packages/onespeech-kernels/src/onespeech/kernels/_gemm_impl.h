@@ -33,27 +33,6 @@
 #define OS_GM_NR 3
 #endif
 
-#if OS_LANES == 8
-typedef int32_t os_gm_vi __attribute__((vector_size(32)));
-/* os_hsum of eight vectors at once, in os_hsum's exact order: halves added
- * ((v0+v4), (v1+v5), ...), then the even and odd pairs, then even + odd;
- * the result holds the sums of a, c, e, g, b, d, f, h (about 21 shuffles and
- * adds instead of ~8 per vector) */
-static inline __attribute__((always_inline)) vf
-os_gm_hsum8(vf a, vf b, vf c, vf d, vf e, vf f, vf g, vf h) {
-    const os_gm_vi lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
-    const os_gm_vi p0 = {0, 1, 8, 9, 4, 5, 12, 13}, p1 = {2, 3, 10, 11, 6, 7, 14, 15};
-    const os_gm_vi q0 = {0, 2, 8, 10, 4, 6, 12, 14}, q1 = {1, 3, 9, 11, 5, 7, 13, 15};
-    vf ab = __builtin_shuffle(a, b, lo) + __builtin_shuffle(a, b, hi);
-    vf cd = __builtin_shuffle(c, d, lo) + __builtin_shuffle(c, d, hi);
-    vf ef = __builtin_shuffle(e, f, lo) + __builtin_shuffle(e, f, hi);
-    vf gh = __builtin_shuffle(g, h, lo) + __builtin_shuffle(g, h, hi);
-    vf s1 = __builtin_shuffle(ab, cd, p0) + __builtin_shuffle(ab, cd, p1);
-    vf s2 = __builtin_shuffle(ef, gh, p0) + __builtin_shuffle(ef, gh, p1);
-    return __builtin_shuffle(s1, s2, q0) + __builtin_shuffle(s1, s2, q1);
-}
-#endif
-
 /* y[i, j] = (first ? 0 : y[i, j]) + os_hsum(acc[i][j]) for the rm x rn tile.
  * Indices are compile-time constants after inlining, so acc stays in
  * registers (a copy into a temporary array made GCC spill every vector). */
@@ -64,7 +43,7 @@ os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int fi
     for (int t = 0; t < rm * rn; t += 8) {
         /* lane l of r holds the sum of accumulator t + slot[l] */
         const int slot[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-        vf r = os_gm_hsum8(OS_GM_ACC(t), OS_GM_ACC(t + 1), OS_GM_ACC(t + 2), OS_GM_ACC(t + 3),
+        vf r = os_hsum8(OS_GM_ACC(t), OS_GM_ACC(t + 1), OS_GM_ACC(t + 2), OS_GM_ACC(t + 3),
                            OS_GM_ACC(t + 4), OS_GM_ACC(t + 5), OS_GM_ACC(t + 6), OS_GM_ACC(t + 7));
         for (int l = 0; l < 8; l++) {
             int u = t + slot[l];

@@ -69,6 +69,27 @@ static inline float os_hsum(vf v) {
 static inline vf os_splat(float a) { return (vf){0} + a; }
 #endif
 
+#if OS_LANES == 8
+typedef int32_t os_hsum8_vi __attribute__((vector_size(32)));
+/* os_hsum of eight vectors at once, in os_hsum's exact order: halves added
+ * ((v0+v4), (v1+v5), ...), then the even and odd pairs, then even + odd;
+ * the result holds the sums of a, c, e, g, b, d, f, h (about 21 shuffles and
+ * adds instead of ~8 per vector) */
+static inline __attribute__((always_inline)) vf
+os_hsum8(vf a, vf b, vf c, vf d, vf e, vf f, vf g, vf h) {
+    const os_hsum8_vi lo = {0, 1, 2, 3, 8, 9, 10, 11}, hi = {4, 5, 6, 7, 12, 13, 14, 15};
+    const os_hsum8_vi p0 = {0, 1, 8, 9, 4, 5, 12, 13}, p1 = {2, 3, 10, 11, 6, 7, 14, 15};
+    const os_hsum8_vi q0 = {0, 2, 8, 10, 4, 6, 12, 14}, q1 = {1, 3, 9, 11, 5, 7, 13, 15};
+    vf ab = __builtin_shuffle(a, b, lo) + __builtin_shuffle(a, b, hi);
+    vf cd = __builtin_shuffle(c, d, lo) + __builtin_shuffle(c, d, hi);
+    vf ef = __builtin_shuffle(e, f, lo) + __builtin_shuffle(e, f, hi);
+    vf gh = __builtin_shuffle(g, h, lo) + __builtin_shuffle(g, h, hi);
+    vf s1 = __builtin_shuffle(ab, cd, p0) + __builtin_shuffle(ab, cd, p1);
+    vf s2 = __builtin_shuffle(ef, gh, p0) + __builtin_shuffle(ef, gh, p1);
+    return __builtin_shuffle(s1, s2, q0) + __builtin_shuffle(s1, s2, q1);
+}
+#endif
+
 static inline float os_bf16_scalar(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -120,8 +141,9 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
 /* ---- dot products: one weight row against 1 or 4 activation rows --------- */
 
 #define OS_DEFINE_DOT(NAME, WT, LOADW, SCALARW)                                 \
-    /* sum_k x[k] * w[k], four independent accumulators to hide FMA latency */ \
-    static inline float NAME##_1(const float *x, const WT *w, os_idx K) {       \
+    /* sum_k x[k] * w[k] over K - K % OS_LANES elements, four independent     \
+     * accumulators to hide FMA latency, left as one vector for os_hsum */     \
+    static inline vf NAME##_1v(const float *x, const WT *w, os_idx K) {         \
         vf a0 = os_splat(0), a1 = a0, a2 = a0, a3 = a0;                         \
         os_idx k = 0;                                                           \
         for (; k + 4 * OS_LANES <= K; k += 4 * OS_LANES) {                      \
@@ -132,8 +154,12 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
         }                                                                       \
         for (; k + OS_LANES <= K; k += OS_LANES)                                \
             a0 += os_load_f32(x + k) * LOADW(w + k);                            \
-        float s = os_hsum((a0 + a1) + (a2 + a3));                               \
-        for (; k < K; k++) s += x[k] * SCALARW(w[k]);                           \
+        return (a0 + a1) + (a2 + a3);                                           \
+    }                                                                           \
+    /* sum_k x[k] * w[k]: the vector part, its os_hsum, then the scalar tail */ \
+    static inline float NAME##_1(const float *x, const WT *w, os_idx K) {       \
+        float s = os_hsum(NAME##_1v(x, w, K));                                  \
+        for (os_idx k = K - K % OS_LANES; k < K; k++) s += x[k] * SCALARW(w[k]); \
         return s;                                                               \
     }                                                                           \
     /* four activation rows share each weight load (small-batch GEMM) */       \
@@ -530,6 +556,33 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
     for (j = n_vis; j < n; j++) s[j] = 0.0f;
 }
 
+#if OS_LANES == 8
+/* Scores of eight keys per head at once: each dot's vector part as DOT##_1,
+ * then one os_hsum8 for all eight (the exact os_hsum order, far fewer
+ * shuffles than eight separate ones). Only when hd has no scalar tail. */
+#define OS_ATT_SCORES8(DOT, KVT, i)                                                         \
+    if (hd % OS_LANES == 0)                                                              \
+        for (; i + 8 <= n_keys; i += 8)                                                  \
+            for (os_idx h = 0; h < nh; h++) {                                             \
+                const float *qh = q + (h0 + h) * hd;                                     \
+                const KVT *ki = k + i * kv_stride + (h0 + h) / group * hd;               \
+                vf c0 = DOT##_1v(qh, ki, hd), c1 = DOT##_1v(qh, ki + kv_stride, hd);     \
+                vf c2 = DOT##_1v(qh, ki + 2 * kv_stride, hd);                            \
+                vf c3 = DOT##_1v(qh, ki + 3 * kv_stride, hd);                            \
+                vf c4 = DOT##_1v(qh, ki + 4 * kv_stride, hd);                            \
+                vf c5 = DOT##_1v(qh, ki + 5 * kv_stride, hd);                            \
+                vf c6 = DOT##_1v(qh, ki + 6 * kv_stride, hd);                            \
+                vf c7 = DOT##_1v(qh, ki + 7 * kv_stride, hd);                            \
+                vf r = os_hsum8(c0, c1, c2, c3, c4, c5, c6, c7);                         \
+                float *si = scores + h * n_keys + i;                                     \
+                /* lanes hold keys 0, 2, 4, 6, 1, 3, 5, 7 */                             \
+                si[0] = r[0]; si[2] = r[1]; si[4] = r[2]; si[6] = r[3];                  \
+                si[1] = r[4]; si[3] = r[5]; si[5] = r[6]; si[7] = r[7];                  \
+            }
+#else
+#define OS_ATT_SCORES8(DOT, KVT, i)
+#endif
+
 /* ---- decode attention: one query row, a range of kv heads --------------------
  * For query row q (n_heads x hd) and kv heads [g0, g1) with their `group`
  * query heads each: scores[h][j] = (q_h . k_j) * scale over the n_keys visible
@@ -547,14 +600,43 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
                      os_idx n_keys, os_idx hd, os_idx group, os_idx g0, os_idx g1,       \
                      float scale, float *scores, float *out) {                           \
         const os_idx h0 = g0 * group, nh = (g1 - g0) * group;                             \
-        for (os_idx j = 0; j < n_keys; j++)                                              \
+        os_idx i = 0;                                                                    \
+        OS_ATT_SCORES8(DOT, KVT, i)                                                         \
+        for (; i < n_keys; i++)                                                          \
             for (os_idx h = 0; h < nh; h++)                                               \
-                scores[h * n_keys + j] =                                                 \
-                    DOT(q + (h0 + h) * hd, k + j * kv_stride + (h0 + h) / group * hd, hd); \
+                scores[h * n_keys + i] =                                                 \
+                    DOT##_1(q + (h0 + h) * hd, k + i * kv_stride + (h0 + h) / group * hd, hd); \
         for (os_idx h = 0; h < nh; h++)                                                   \
             os_attn_softmax_row(scores + h * n_keys, n_keys, n_keys, scale);             \
         for (os_idx d = 0; d < nh * hd; d++) out[h0 * hd + d] = 0.0f;                    \
-        for (os_idx j = 0; j < n_keys; j++)                                              \
+        os_idx j = 0;                                                                    \
+        /* four keys per pass: out is loaded and stored once per four FMAs, the      \
+         * same FMAs in the same key order as one key per pass */                    \
+        for (; j + 4 <= n_keys; j += 4)                                                  \
+            for (os_idx h = 0; h < nh; h++) {                                             \
+                const KVT *v0 = v + j * kv_stride + (h0 + h) / group * hd;               \
+                const KVT *v1 = v0 + kv_stride, *v2 = v1 + kv_stride, *v3 = v2 + kv_stride; \
+                float *o = out + (h0 + h) * hd;                                          \
+                const float *ph = scores + h * n_keys + j;                               \
+                vf p0 = os_splat(ph[0]), p1 = os_splat(ph[1]);                           \
+                vf p2 = os_splat(ph[2]), p3 = os_splat(ph[3]);                           \
+                os_idx d = 0;                                                            \
+                for (; d + OS_LANES <= hd; d += OS_LANES) {                              \
+                    vf acc = os_load_f32(o + d);                                         \
+                    acc = acc + p0 * LOADKV(v0 + d);                                     \
+                    acc = acc + p1 * LOADKV(v1 + d);                                     \
+                    acc = acc + p2 * LOADKV(v2 + d);                                     \
+                    acc = acc + p3 * LOADKV(v3 + d);                                     \
+                    os_store_f32(o + d, acc);                                            \
+                }                                                                        \
+                for (; d < hd; d++) {                                                    \
+                    o[d] += ph[0] * SCALARKV(v0[d]);                                     \
+                    o[d] += ph[1] * SCALARKV(v1[d]);                                     \
+                    o[d] += ph[2] * SCALARKV(v2[d]);                                     \
+                    o[d] += ph[3] * SCALARKV(v3[d]);                                     \
+                }                                                                        \
+            }                                                                            \
+        for (; j < n_keys; j++)                                                          \
             for (os_idx h = 0; h < nh; h++) {                                             \
                 const KVT *vj = v + j * kv_stride + (h0 + h) / group * hd;               \
                 float *o = out + (h0 + h) * hd;                                          \
@@ -567,10 +649,10 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
             }                                                                            \
     }
 
-OS_DEFINE_ATTENTION_HEADS(os_attention_heads, float, os_dot_f32_1, os_load_f32, OS_ID)
+OS_DEFINE_ATTENTION_HEADS(os_attention_heads, float, os_dot_f32, os_load_f32, OS_ID)
 /* the BF16 KV cache: bf16 values widen exactly, so this sums the very same
  * products in the same order as os_attention_heads over their float32 copies */
-OS_DEFINE_ATTENTION_HEADS(os_attention_heads_bf16kv, uint16_t, os_dot_bf16_1, os_load_bf16, os_bf16_scalar)
+OS_DEFINE_ATTENTION_HEADS(os_attention_heads_bf16kv, uint16_t, os_dot_bf16, os_load_bf16, os_bf16_scalar)
 
 
 /* ---- fused attention for many queries (prefill, encoder, aligner) ----------
