@@ -28,6 +28,7 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
 from onespeech.qwen3.errors import Cancel, raise_if_cancelled
+from onespeech.qwen3.runtime import tensors_under
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +92,8 @@ class Qwen3Decoder:
     ----------
     weights : mapping of str to ndarray
         Tensors by publisher name (``thinker.model.layers.0.self_attn.q_proj.weight``
-        ...), float32 or bfloat16 (uint16); kept as views, never copied.
+        ...), float32 or bfloat16 (uint16); matrices are kept as views, never copied
+        (bfloat16 vectors are widened once, see `tensors_under`).
     config : Qwen3Config
         The parsed config.json (its ``text`` part sizes the decoder).
     prefix : str
@@ -113,7 +115,7 @@ class Qwen3Decoder:
         bf16_activations: bool = False,
     ) -> None:
         self.dims = config.text
-        self._w = {name[len(prefix) :]: t for name, t in weights.items() if name.startswith(prefix)}
+        self._w = tensors_under(weights, prefix)
         if head == "default":
             head = config.output_head_name
         self._head = weights[head] if head is not None else None

@@ -32,6 +32,7 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
 from onespeech.qwen3.errors import Cancel, raise_if_cancelled
+from onespeech.qwen3.runtime import tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm default, as the reference constructs them
@@ -76,8 +77,9 @@ class AudioEncoder:
     ----------
     weights : mapping of str to ndarray
         Tensors by publisher name (``thinker.audio_tower.conv2d1.weight`` ...),
-        float32 or bfloat16 (uint16). Views are kept; nothing is copied except the
-        three convolution kernels, re-laid out channels-last (a few MB).
+        float32 or bfloat16 (uint16). Matrices are kept as views; nothing is copied
+        except the three convolution kernels, re-laid out channels-last (a few MB),
+        and bfloat16 vectors, widened once (see `tensors_under`).
     config : Qwen3Config or AudioEncoderConfig
         The parsed config.json (its ``audio`` part is used).
     prefix : str
@@ -95,7 +97,7 @@ class AudioEncoder:
     ) -> None:
         dims = config.audio if isinstance(config, Qwen3Config) else config
         self.dims = dims
-        self._w = {name[len(prefix) :]: t for name, t in weights.items() if name.startswith(prefix)}
+        self._w = tensors_under(weights, prefix)
         self._round: Callable[[np.ndarray], np.ndarray] = ops.round_bf16 if bf16_activations else _identity
         # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col
         self._conv = [

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from onespeech.kernels import ops
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.store import Manifest, install, new_staging_dir, remove_stale_staging, verify_manifest
@@ -38,7 +39,15 @@ from onespeech.qwen3.convert import (
     normalize_precision,
 )
 
-__all__ = ["RuntimeModel", "ensure_runtime", "has_runtime", "install_runtime", "load_model", "load_runtime"]
+__all__ = [
+    "RuntimeModel",
+    "ensure_runtime",
+    "has_runtime",
+    "install_runtime",
+    "load_model",
+    "load_runtime",
+    "tensors_under",
+]
 
 
 class RuntimeModel(Mapping[str, np.ndarray]):
@@ -94,6 +103,20 @@ class RuntimeModel(Mapping[str, np.ndarray]):
 
     def __repr__(self) -> str:
         return f"RuntimeModel({str(self.directory)!r}, {self.precision}, {len(self)} tensors)"
+
+
+def tensors_under(weights: Mapping[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    """The tensors whose names start with ``prefix``, keyed by the rest of the name.
+
+    Matrices stay views of the mapped files. bfloat16 vectors (norm weights and
+    biases, a few KB each) are widened to float32 once here rather than by every
+    kernel call that reads them (the widening is exact, so no value changes).
+    """
+    out = {}
+    for name, t in weights.items():
+        if name.startswith(prefix):
+            out[name[len(prefix) :]] = ops.bf16_to_f32(t) if t.dtype == np.uint16 and t.ndim == 1 else t
+    return out
 
 
 def has_runtime(directory: str | os.PathLike[str], precision: Any = "fp32") -> bool:
