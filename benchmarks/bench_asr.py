@@ -1,6 +1,6 @@
 """Qwen3-ASR recognizer speed and memory: ours against the reference, same checkpoint and audio.
 
-    python benchmarks/bench_asr.py [--checkpoint DIR] [--tokens 32] [--threads 2] [--repeats 3]
+    python benchmarks/bench_asr.py [--checkpoint DIR] [--tokens 32] [--threads 2] [--repeats 3] [--rounds 1]
 
 Loads the full-size seeded random 0.6B checkpoint (``onespeech_tools.checkpoints``;
 generated into ``--checkpoint`` if missing) in both systems and, for a 10 s and a
@@ -19,6 +19,10 @@ Each system runs in its own process (ours with this interpreter, the reference w
 loads are timed in a process of their own before it, so the measured process loads
 the model once, as an application does. With ``--precision bf16`` our FP32 also runs,
 right after our BF16, and the table adds its decode time and the BF16 / FP32 ratios.
+``--rounds N`` repeats that sequence N times (ours, [our FP32,] reference, ours, ...)
+and pools each system's samples, so a slow drift of the machine's speed, common on
+shared hosts, falls on every system instead of on whichever ran last; peak RSS is
+the largest of its rounds.
 Run it under
 ``flock /work/heavy.lock`` on shared machines.
 """
@@ -244,6 +248,21 @@ def _run_worker(python: str, system: str, args: argparse.Namespace, clips: dict[
     return result
 
 
+def _pool(results: list[dict]) -> dict:
+    """One system's rounds as one result: every stage's samples together, the largest peak RSS."""
+    pooled = dict(results[0], stages={})
+    for result in results:
+        for key, value in result["stages"].items():
+            if isinstance(value, list):  # "load"
+                pooled["stages"].setdefault(key, []).extend(value)
+            else:  # a clip: its stages' samples
+                clip = pooled["stages"].setdefault(key, {})
+                for stage, samples in value.items():
+                    clip.setdefault(stage, []).extend(samples)
+    pooled["peak_rss"] = max(result["peak_rss"] for result in results)
+    return pooled
+
+
 def _fmt(values: list[float], scale: float, unit: str) -> str:
     v = [x * scale for x in values]
     return f"{statistics.median(v):8.1f} {unit} ({min(v):.1f}..{max(v):.1f})"
@@ -255,7 +274,7 @@ def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str, ours_fp32
     floor_ms = ours["decode_bytes"] / bandwidth / 1e9 * 1e3
     for label in CLIPS:
         print(f"\n{args.checkpoint.name} {args.precision} | clip {label} | threads {args.threads} | tokens {args.tokens} "
-              f"| repeats {args.repeats} | {blas}")  # fmt: skip
+              f"| repeats {args.repeats} x rounds {args.rounds} | {blas}")  # fmt: skip
         print(f"{'stage':<16}{'ours median (min..max)':<32}{'reference median (min..max)':<34}ratio")
         rows = [("load", "load", 1.0, "s")] + [
             (name, name, 1e3, "ms") for name in ("features", "encoder", "prefill")
@@ -289,7 +308,8 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     parser.add_argument("--tokens", type=int, default=32, help="generated tokens per decode measurement")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="samples per stage in each round")
+    parser.add_argument("--rounds", type=int, default=1, help="times every system runs, interleaved")
     parser.add_argument("--reference-python", default=os.environ.get("ONESPEECH_REF_PYTHON", sys.executable))
     parser.add_argument("--bandwidth-gbs", type=float, default=None,
                         help="memory bandwidth for the decode floor (default: measured in this run)")
@@ -300,6 +320,9 @@ def main() -> int:
     parser.add_argument("--clip-files", help=argparse.SUPPRESS)
     parser.add_argument("--load-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for name in ("tokens", "threads", "repeats", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)} must be at least 1")
 
     if args.worker:
         clips = {k: np.load(v) for k, v in json.loads(args.clip_files).items()}
@@ -312,19 +335,27 @@ def main() -> int:
         work = Path(tmp)
         clips = _clips(work)
         converted = _run_worker(sys.executable, "convert", args, clips, work / "convert.json")
-        ours = _run_worker(sys.executable, "ours", args, clips, work / "ours.json")
+        fp32_args = argparse.Namespace(**{**vars(args), "precision": "fp32"})
+        if args.precision == "bf16":
+            _run_worker(sys.executable, "convert", fp32_args, clips, work / "convert_fp32.json")
+        runs: dict[str, list[dict]] = {"ours": [], "ours_fp32": [], "reference": []}
+        for _ in range(args.rounds):
+            runs["ours"].append(_run_worker(sys.executable, "ours", args, clips, work / "ours.json"))
+            if args.precision == "bf16":  # our FP32 right after: the anchor of the BF16 targets
+                runs["ours_fp32"].append(_run_worker(sys.executable, "ours", fp32_args, clips, work / "ours_fp32.json"))
+            if not args.skip_reference:
+                runs["reference"].append(
+                    _run_worker(args.reference_python, "reference", args, clips, work / "reference.json")
+                )
+        ours = _pool(runs["ours"])
         for key in ("first_load_with_conversion_s", "bandwidth_gbs"):
             if key in converted:
                 ours[key] = converted[key]
-        ours_fp32 = None
-        if args.precision == "bf16":  # our FP32 right after: the anchor of the BF16 targets
-            fp32_args = argparse.Namespace(**{**vars(args), "precision": "fp32"})
-            _run_worker(sys.executable, "convert", fp32_args, clips, work / "convert_fp32.json")
-            ours_fp32 = _run_worker(sys.executable, "ours", fp32_args, clips, work / "ours_fp32.json")
+        ours_fp32 = _pool(runs["ours_fp32"]) if runs["ours_fp32"] else None
         if args.skip_reference:
             print(json.dumps(ours, indent=1))
             return 0
-        ref = _run_worker(args.reference_python, "reference", args, clips, work / "reference.json")
+        ref = _pool(runs["reference"])
     saved = ROOT / "build" / f"bench_asr_{args.precision}.json"  # the raw timings, to reprint or compare
     saved.parent.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "ours": ours, "reference": ref,
