@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from threadpoolctl import threadpool_info
 
@@ -42,3 +47,65 @@ def test_invalid_thread_counts(bad: int) -> None:
         threads.set_threads(bad)
     with pytest.raises(TypeError):
         threads.set_threads(1.5)  # type: ignore[arg-type]
+
+
+_OPENBLAS_FIRST = """
+import ctypes, json, os, sys
+import numpy as np  # loads OpenBLAS before onespeech can set its environment
+from threadpoolctl import threadpool_info
+
+libs = [i for i in threadpool_info() if i["internal_api"] == "openblas" and i.get("threading_layer") == "pthreads"]
+if not libs:
+    print(json.dumps({"skip": "numpy's BLAS is not a pthreads OpenBLAS"}))
+    sys.exit(0)
+lib = ctypes.CDLL(libs[0]["filepath"], mode=os.RTLD_NOLOAD)
+if not all(hasattr(lib, f) for f in ("openblas_read_env", "blas_thread_shutdown_", "openblas_thread_timeout")):
+    print(json.dumps({"skip": "this OpenBLAS does not export openblas_read_env / blas_thread_shutdown_"}))
+    sys.exit(0)
+rng = np.random.default_rng(0)
+x, w = rng.standard_normal((150, 512), dtype=np.float32), rng.standard_normal((700, 512), dtype=np.float32)
+before_timeout = lib.openblas_thread_timeout()
+before = x @ w.T
+tasks_before = set(os.listdir("/proc/self/task"))  # the main thread and OpenBLAS's workers
+from onespeech.kernels import threads
+threads.set_threads(2)
+after = x @ w.T
+tasks_after = set(os.listdir("/proc/self/task"))
+print(json.dumps({"before": before_timeout, "after": lib.openblas_thread_timeout(),
+                  "same": bool(np.array_equal(before, after)),
+                  "workers_gone": len(tasks_before - tasks_after),
+                  "blas_threads": [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]}))
+"""
+
+
+def _run_openblas_first(env_timeout: str | None) -> dict:
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("needs Linux /proc to see OpenBLAS's worker threads")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS")}
+    if env_timeout is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = env_timeout
+    out = subprocess.run([sys.executable, "-c", _OPENBLAS_FIRST], env=env, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if "skip" in result:
+        pytest.skip(result["skip"])
+    return result
+
+
+def test_openblas_loaded_first_is_restarted_to_sleep_at_once() -> None:
+    result = _run_openblas_first(None)
+    assert result["before"] == 0  # numpy's OpenBLAS read no timeout: the 2^28-cycle default
+    assert result["after"] == 4
+    assert result["workers_gone"] >= 1  # the spinning workers ended; new ones serve the next call
+    assert result["same"]  # a restarted pool computes the same products
+    assert result["blas_threads"] == [2]
+
+
+def test_a_timeout_the_user_chose_is_kept() -> None:
+    result = _run_openblas_first("10")
+    assert result["before"] == result["after"] == 10
+    assert result["workers_gone"] == 0
+
+
+def test_other_blas_libraries_are_left_alone() -> None:
+    assert not threads._shorten_openblas_spin("mkl", "intel", "/nonexistent/libmkl_rt.so")
+    assert not threads._shorten_openblas_spin("openblas", "openmp", "/nonexistent/libopenblas.so")
