@@ -11,12 +11,15 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+from .threads import OPENBLAS_SPIN_TIMEOUT  # noqa: E402  (imports no numpy)
+
 # numpy's OpenBLAS keeps its worker threads spinning for ~2^28 cycles after
 # each threaded call (measured here: ~50 ms of a core), which starves our
 # OpenMP kernels on small machines; 2^4 makes them sleep at once. OpenBLAS
-# reads this when numpy is first imported, so it only takes effect when
-# onespeech is imported before numpy; a value set by the user wins.
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+# reads this when numpy is first imported, so it takes effect here when
+# onespeech is imported before numpy (otherwise `threads` restarts the pool
+# with it on first use); a value set by the user wins.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_SPIN_TIMEOUT)
 
 
 def info() -> dict[str, Any]:

@@ -34,7 +34,7 @@ __all__ = ["default_threads", "get_threads", "set_threads", "thread_limit"]
 
 _controller: ThreadpoolController | None = None
 _threads: int | None = None
-_SPIN_TIMEOUT = "4"  # OPENBLAS_THREAD_TIMEOUT: 2^4 cycles of busy-waiting, then sleep
+OPENBLAS_SPIN_TIMEOUT = "4"  # OPENBLAS_THREAD_TIMEOUT: 2^4 cycles of busy-waiting, then sleep
 
 
 def default_threads() -> int:
@@ -78,7 +78,7 @@ def _shorten_openblas_spin(internal_api: str, threading_layer: str | None, filep
     """
     if internal_api != "openblas" or threading_layer != "pthreads":
         return False
-    if os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", _SPIN_TIMEOUT) != _SPIN_TIMEOUT:
+    if os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_SPIN_TIMEOUT) != OPENBLAS_SPIN_TIMEOUT:
         return False
     try:
         lib = ctypes.CDLL(filepath, mode=getattr(os, "RTLD_NOLOAD", 0))
@@ -88,7 +88,7 @@ def _shorten_openblas_spin(internal_api: str, threading_layer: str | None, filep
     if timeout() != 0:
         return False
     read_env()
-    if timeout() != int(_SPIN_TIMEOUT):
+    if timeout() != int(OPENBLAS_SPIN_TIMEOUT):
         return False
     shutdown()
     return True
