@@ -12,7 +12,12 @@ the ratio ours / reference:
   conversion is printed separately), features: log-mel, encoder: audio tower +
   projector, prefill: prompt through the decoder up to the first token (reference:
   ``generate(max_new_tokens=1)`` minus its encoder), decode: ms per further token
-  (``generate`` with N+1 forced tokens minus the 1-token run, over N), peak RSS.
+  in a run of N+1 forced tokens, from the first logits (after prefill) to the last,
+  over N: ours stamps each output-head call, the reference each call of a logits
+  processor (once per forward, before the token is chosen), so both time the same
+  steps. (Until 2026-12-02 this was the N+1-token run minus the 1-token run; both
+  repeat encoder and prefill, whose run-to-run spread, ~0.5 s at 30 s, then
+  landed in the per-token figure.) Peak RSS.
 
 Each system runs in its own process (ours with this interpreter, the reference with
 ``--reference-python``), one after the other, so peak RSS is per system; the warm
@@ -99,6 +104,15 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
     result["weights_bytes"] = int(sum(rec._model[n].nbytes for n in used))
     # per generated token: every decoder matrix plus the embedding as output head
     result["decode_bytes"] = int(sum(rec._model[n].nbytes for n in used if n.startswith("thinker.model.")))
+    stamps: list[float] = []  # one per output-head call: after prefill, then after each step
+    head = rec.decoder.logits
+
+    def stamped_head(hidden):
+        out = head(hidden)
+        stamps.append(time.perf_counter())
+        return out
+
+    rec.decoder.logits = stamped_head
     with thread_limit(args.threads):
         for label, pcm in clips.items():
             stages: dict[str, list[float]] = {"features": [], "encoder": [], "prefill": [], "decode": []}
@@ -108,14 +122,13 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
                 t_enc, _ = _timed(lambda mel=mel: rec.encoder.forward(mel))
                 t_one, _ = _timed(lambda pcm=pcm, mel=mel: rec.recognize(pcm, LANGUAGE, 1, mel=mel))
                 n = args.tokens
-                t_all, out = _timed(
-                    lambda pcm=pcm, mel=mel, n=n: rec.recognize(pcm, LANGUAGE, n + 1, mel=mel, min_new_tokens=n + 1)
-                )
-                assert len(out.generation.ids) == n + 1
+                stamps.clear()
+                out = rec.recognize(pcm, LANGUAGE, n + 1, mel=mel, min_new_tokens=n + 1)
+                assert len(out.generation.ids) == n + 1 and len(stamps) == n + 1
                 stages["features"].append(t_feat)
                 stages["encoder"].append(t_enc)
                 stages["prefill"].append(t_one - t_enc)
-                stages["decode"].append((t_all - t_one) / n)
+                stages["decode"].append((stamps[-1] - stamps[0]) / n)
             result["stages"][label] = stages
     rec.close()
     result["peak_rss"] = _peak_rss_bytes()
@@ -140,6 +153,7 @@ def _read_bandwidth_gbs(threads: int) -> float:
 def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
     import torch
     from qwen_asr import Qwen3ASRModel
+    from transformers import LogitsProcessor
 
     torch.set_num_threads(args.threads)
     dtype = torch.float32 if args.precision == "fp32" else torch.bfloat16
@@ -159,6 +173,14 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
     thinker = model.thinker
     result["weights_bytes"] = int(sum(p.numel() * p.element_size() for p in model.parameters()))
     prompt = asr._build_text_prompt(context="", force_language=LANGUAGE)
+    stamps: list[float] = []
+
+    class Stamp(LogitsProcessor):  # called once per forward, before the token is chosen
+        def __call__(self, input_ids, scores):
+            stamps.append(time.perf_counter())
+            return scores
+
+    stamp = Stamp()
     with torch.no_grad():
         for label, pcm in clips.items():
             stages: dict[str, list[float]] = {"features": [], "encoder": [], "prefill": [], "decode": []}
@@ -168,7 +190,7 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
                 return inputs.to(model.dtype)  # as qwen-asr does: features in the model's dtype
 
             def generate(inputs, n):
-                return model.generate(**inputs, max_new_tokens=n, min_new_tokens=n)
+                return model.generate(**inputs, max_new_tokens=n, min_new_tokens=n, logits_processor=[stamp])
 
             inputs = features()
             generate(inputs, 2)  # warm-up
@@ -181,12 +203,13 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
                 )
                 t_one, _ = _timed(lambda inputs=inputs: generate(inputs, 1))
                 n = args.tokens
-                t_all, out = _timed(lambda inputs=inputs, n=n: generate(inputs, n + 1))
-                assert out.sequences.shape[1] - inputs["input_ids"].shape[1] == n + 1
+                stamps.clear()
+                out = generate(inputs, n + 1)
+                assert out.sequences.shape[1] - inputs["input_ids"].shape[1] == n + 1 and len(stamps) == n + 1
                 stages["features"].append(t_feat)
                 stages["encoder"].append(t_enc)
                 stages["prefill"].append(t_one - t_enc)
-                stages["decode"].append((t_all - t_one) / n)
+                stages["decode"].append((stamps[-1] - stamps[0]) / n)
             result["stages"][label] = stages
     result["peak_rss"] = _peak_rss_bytes()
     result["versions"] = {"torch": torch.__version__}
