@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__version__ = "0.1.0"
+from .threads import OPENBLAS_SPIN_TIMEOUT  # imports no numpy: the setdefault below still precedes it
 
-from .threads import OPENBLAS_SPIN_TIMEOUT  # noqa: E402  (imports no numpy)
+__version__ = "0.1.0"
 
 # numpy's OpenBLAS keeps its worker threads spinning for ~2^28 cycles after
 # each threaded call (measured here: ~50 ms of a core), which starves our
