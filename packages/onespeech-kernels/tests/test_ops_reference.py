@@ -79,6 +79,25 @@ def test_nan_becomes_quiet_nan_and_round_bf16_roundtrips() -> None:
     assert np.array_equal(r.view(np.uint32) & 0xFFFF, np.zeros(1000, np.uint32))
 
 
+def test_round_bf16_into_out_and_in_place() -> None:
+    x = randn(3, 700)
+    want = ops.round_bf16(x)
+    out = np.full(x.shape, 7.0, np.float32)
+    assert ops.round_bf16(x, out=out) is out and np.array_equal(out, want)
+    assert not np.array_equal(x, want)  # x itself untouched so far
+    assert ops.round_bf16(x, out=x) is x and np.array_equal(x, want)
+    with pytest.raises(ValueError, match="out has shape"):
+        ops.round_bf16(x, out=np.empty((700, 3), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous float32"):
+        ops.round_bf16(x, out=np.empty(x.shape, np.float64))
+    with pytest.raises(ValueError, match="C-contiguous float32"):
+        ops.round_bf16(x, out=np.empty((700, 3), np.float32).T)
+    frozen = np.empty(x.shape, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ops.round_bf16(x, out=frozen)
+
+
 # matrix products --------------------------------------------------------------------
 
 
@@ -309,3 +328,40 @@ def test_elementwise_ops_keep_zero_dim_shape() -> None:
     for fn in (ops.gelu, ops.silu, ops.round_bf16):
         assert fn(x).shape == ()
     assert ops.swiglu(x, x).shape == () and ops.f32_to_bf16(x).shape == ()
+
+
+# fused bfloat16 rounding (BF16 precision) -----------------------------------------------
+
+
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_round_to_bf16_equals_rounding_the_result(rows: int) -> None:
+    """Each op's round_to_bf16=True gives exactly round_bf16 of its plain result,
+    on the fused single-row kernels and on the multi-row paths alike."""
+    x = randn(rows, 96)
+    w32 = randn(200, 96)
+    w16 = ops.f32_to_bf16(w32)
+    bias = randn(200)
+    cases = {
+        "linear f32": lambda **kw: ops.linear(x, w32, bias, **kw),
+        "linear bf16": lambda **kw: ops.linear(x, w16, **kw),
+        "linear blas": lambda **kw: ops.linear(x, w32, blas=True, **kw),
+        "linear_many f32": lambda **kw: ops.linear_many(x, [w32, w32[:72]], **kw),
+        "linear_many bf16": lambda **kw: ops.linear_many(x, [w16[:72], w16, w16[:8]], **kw),
+        "rms_norm": lambda **kw: ops.rms_norm(x, randn_fixed(96), 1e-6, **kw),
+        "swiglu": lambda **kw: ops.swiglu(x, x[::-1].copy(), **kw),
+    }
+    q = randn(rows, 4, 32)
+    cos, sin = randn(rows, 32), randn(rows, 32)
+    cases["rope"] = lambda **kw: ops.rope(q, cos, sin, **kw)
+    for kv in (randn(50, 2, 32), ops.f32_to_bf16(randn(50, 2, 32))):
+        cases[f"attention {kv.dtype}"] = lambda kv=kv, **kw: ops.attention(q, kv, kv[::-1].copy(), 0.2, 49 - rows, **kw)
+    for name, op in cases.items():
+        plain, fused = op(), op(round_to_bf16=True)
+        for p, f in zip(plain if isinstance(plain, list) else [plain], fused if isinstance(fused, list) else [fused]):
+            want = ops.round_bf16(p)
+            assert not np.array_equal(p, want), f"{name}: the case must need rounding"
+            assert np.array_equal(f.view(np.uint32), want.view(np.uint32)), name
+
+
+def randn_fixed(n: int) -> np.ndarray:
+    return (np.random.default_rng(7).standard_normal(n)).astype(np.float32)

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from onespeech.kernels import ops
 from onespeech.qwen3.decoder import Qwen3Decoder, rope_tables
 from onespeech.qwen3.errors import RecognitionCancelled
 
@@ -112,9 +113,12 @@ def test_cancellation_between_steps(decoder: Qwen3Decoder) -> None:
 def test_bf16_cache_holds_bits_and_changes_nothing(tiny_weights, tiny_config) -> None:
     bf16 = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=True)
     widened = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=True)
-    widened._bf16 = False  # same rounding, float32 cache
-    x = embeds(bf16, 12, seed=5)
+    widened._bf16_cache = False  # same rounding, float32 cache
+    x = embeds(bf16, 12, seed=5) + np.float32(1e-3)  # not all bf16 values
+    given = x.copy()
     a = bf16.generate(x, 5, eos_ids=(), keep_first_logits=True)
+    assert np.array_equal(x, given), "BF16 rounds in place, but never the caller's embeddings"
+    assert not np.array_equal(x, ops.round_bf16(x))
     b = widened.generate(x, 5, eos_ids=(), keep_first_logits=True)
     assert bf16._cache.k.dtype == np.uint16 and widened._cache.k.dtype == np.float32
     assert bf16._cache.k.nbytes * 2 == widened._cache.k.nbytes

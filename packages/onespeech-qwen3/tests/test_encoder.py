@@ -118,7 +118,11 @@ def test_cancellation_between_layers(encoder: AudioEncoder, monkeypatch) -> None
 
 def test_bf16_activations_are_bf16_values(tiny_weights, tiny_config) -> None:
     enc = AudioEncoder(tiny_weights, tiny_config, bf16_activations=True)
-    out = enc.forward(mel(120))
+    m = mel(120)
+    given = m.copy()
+    out = enc.forward(m)
     assert np.array_equal(out, ops.round_bf16(out))
+    assert np.array_equal(m, given), "BF16 rounds in place, but never the caller's features"
+    assert not np.array_equal(m, ops.round_bf16(m))
     full = AudioEncoder(tiny_weights, tiny_config).forward(mel(120))
     assert np.abs(out - full).max() / np.abs(full).max() < 0.05

@@ -121,12 +121,23 @@ def round_bf16(const float[::1] inp,  # IN
 
 # ---- matrix products -----------------------------------------------------------
 
+cdef inline void _round_columns(float *y, os_idx M, os_idx N, os_idx n0, os_idx n1) noexcept nogil:
+    """Columns [n0, n1) of every row of y (M, N) rounded to bfloat16 values: a
+    task's own outputs, rounded while still in its cache (BF16 activations)."""
+    cdef os_idx m
+    for m in range(M):
+        os_round_bf16(y + m * N + n0, y + m * N + n0, n1 - n0)
+
 def linear_bf16(const float[:, ::1] x,            # IN  (M, K)
                 const unsigned short[:, ::1] w,   # IN  (N, K) bfloat16 bits
                 const float[::1] bias,            # IN  (N,) or None
                 float[:, ::1] y,                  # OUT (M, N)
-                int n_threads):
-    """y = x @ bf16(w).T + bias, float32 accumulation; weights read once per call."""
+                int n_threads,
+                bint to_bf16=False):
+    """y = x @ bf16(w).T + bias, float32 accumulation; weights read once per call.
+
+    to_bf16: y rounded to bfloat16 values, by each task over its own outputs.
+    """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
     cdef os_idx b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
     cdef const float *bp = &bias[0] if bias is not None else NULL
@@ -145,20 +156,25 @@ def linear_bf16(const float[:, ::1] x,            # IN  (M, K)
             os_pair_permute(&x[0, 0], xp, K)
             for t in prange(nt, nogil=True, schedule="static", num_threads=nt):
                 os_gemv_bf16_rows(&x[0, 0], xp, &w[0, 0], K, bp, &y[0, 0], N * t // nt, N * (t + 1) // nt)
+                if to_bf16:
+                    _round_columns(&y[0, 0], 1, N, N * t // nt, N * (t + 1) // nt)
         finally:
             free(xp)
         return
     for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
         os_dot_bf16_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,
                          b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+        if to_bf16:
+            _round_columns(&y[0, 0], M, N, b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
 
 
 def linear_f32(const float[:, ::1] x,    # IN  (M, K)
                const float[:, ::1] w,    # IN  (N, K)
                const float[::1] bias,    # IN  (N,) or None
                float[:, ::1] y,          # OUT (M, N)
-               int n_threads):
-    """y = x @ w.T + bias for small M (decode), float32 accumulation."""
+               int n_threads,
+               bint to_bf16=False):
+    """y = x @ w.T + bias for small M (decode), float32 accumulation; to_bf16 as in linear_bf16."""
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
     cdef os_idx b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
     cdef const float *bp = &bias[0] if bias is not None else NULL
@@ -168,6 +184,8 @@ def linear_f32(const float[:, ::1] x,    # IN  (M, K)
     for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
         os_dot_f32_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,
                         b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
+        if to_bf16:
+            _round_columns(&y[0, 0], M, N, b * ROW_BLOCK, min(N, (b + 1) * ROW_BLOCK))
 
 
 cdef enum:
@@ -175,7 +193,8 @@ cdef enum:
 
 
 cdef void _gemv_bf16_span(const float *x, const float *xp, const unsigned short **ws, float **ys,
-                          const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1) noexcept nogil:
+                          const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1,
+                          bint to_bf16) noexcept nogil:
     """Rows [r0, r1) of the matrices ws[0..n) taken one after another."""
     cdef os_idx start = 0, a, b
     cdef int j
@@ -184,20 +203,24 @@ cdef void _gemv_bf16_span(const float *x, const float *xp, const unsigned short 
         b = min(r1, start + rows[j])
         if a < b:
             os_gemv_bf16_rows(x, xp, ws[j], K, NULL, ys[j], a - start, b - start)
+            if to_bf16:
+                _round_columns(ys[j], 1, rows[j], a - start, b - start)
         start += rows[j]
 
 
 def linear_many(const float[:, ::1] x,  # IN  (1, K)
                 tuple ws,               # IN  up to 8 weights (N_i, K), all float32 or all bf16 bits
                 tuple ys,               # OUT (1, N_i) each
-                int n_threads):
+                int n_threads,
+                bint to_bf16=False):
     """ys[i] = x @ ws[i].T for one activation row, in one parallel region.
 
     Decode multiplies one row by several matrices that share it (q/k/v,
     gate/up); one region over all their rows saves a fork/join per matrix and,
     for bf16, permutes the row once. float32 rows are split in ROW_BLOCK
     blocks as in linear_f32; bf16 rows in one contiguous share per thread as
-    in linear_bf16. Every output is summed exactly as there.
+    in linear_bf16. Every output is summed exactly as there. to_bf16 as in
+    linear_bf16.
     """
     cdef const unsigned short[:, ::1] wb
     cdef const float[:, ::1] wf
@@ -239,7 +262,8 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
             for i in range(n):
                 total += rows[i]
             for t in prange(nt, nogil=True, schedule="static", num_threads=nt):
-                _gemv_bf16_span(&x[0, 0], xp, bp, yp, rows, n, K, total * t // nt, total * (t + 1) // nt)
+                _gemv_bf16_span(&x[0, 0], xp, bp, yp, rows, n, K, total * t // nt, total * (t + 1) // nt,
+                                to_bf16)
         finally:
             free(xp)
         return
@@ -254,6 +278,8 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
                 os_dot_f32_rows(&x[0, 0], 1, fp[j], K, NULL, yp[j], rows[j], n0, n1)
             else:
                 os_dot_bf16_rows(&x[0, 0], 1, bp[j], K, NULL, yp[j], rows[j], n0, n1)
+            if to_bf16:
+                _round_columns(yp[j], 1, rows[j], n0, n1)
     finally:
         free(xp)
 
@@ -304,39 +330,48 @@ def rms_norm(const float[:, ::1] x,   # IN  (n, D)
              const float[::1] weight,  # IN  (D,)
              float eps,
              float[:, ::1] y,          # OUT (n, D)
-             int n_threads):
-    """y[i] = weight * x[i] / sqrt(mean(x[i]**2) + eps)."""
+             int n_threads,
+             bint to_bf16=False):
+    """y[i] = weight * x[i] / sqrt(mean(x[i]**2) + eps), then bfloat16-rounded if to_bf16."""
     cdef os_idx n = x.shape[0], D = x.shape[1], i
     cdef int nt = _threads_for(n * D // CHUNK, n_threads)
     if D == 0:
         return
     for i in prange(n, nogil=True, schedule="static", num_threads=nt):
         os_rms_norm_row(&x[i, 0], &weight[0], eps, &y[i, 0], D)
+        if to_bf16:
+            os_round_bf16(&y[i, 0], &y[i, 0], D)
 
 
 def rope(const float[:, :, ::1] x,   # IN  (n_tokens, n_heads, head_dim)
          const float[:, ::1] cos,    # IN  (n_tokens, head_dim)
          const float[:, ::1] sin,    # IN  (n_tokens, head_dim)
          float[:, :, ::1] y,         # OUT (n_tokens, n_heads, head_dim)
-         int n_threads):
-    """y = x * cos + rotate_half(x) * sin, per token and head."""
+         int n_threads,
+         bint to_bf16=False):
+    """y = x * cos + rotate_half(x) * sin, per token and head; bfloat16-rounded if to_bf16."""
     cdef os_idx n = x.shape[0], H = x.shape[1], hd = x.shape[2], t
     cdef int nt = _threads_for(n * H * hd // CHUNK, n_threads)
     if H == 0 or hd == 0:
         return
     for t in prange(n, nogil=True, schedule="static", num_threads=nt):
         os_rope_token(&x[t, 0, 0], &cos[t, 0], &sin[t, 0], &y[t, 0, 0], H, hd)
+        if to_bf16:
+            os_round_bf16(&y[t, 0, 0], &y[t, 0, 0], H * hd)
 
 
 def swiglu(const float[::1] gate,  # IN
            const float[::1] up,    # IN
            float[::1] y,           # OUT
-           int n_threads):
-    """y = silu(gate) * up."""
+           int n_threads,
+           bint to_bf16=False):
+    """y = silu(gate) * up, then bfloat16-rounded if to_bf16."""
     cdef os_idx n = gate.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
     cdef int nt = _threads_for(n_chunks, n_threads)
     for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
         os_swiglu(&gate[c * CHUNK], &up[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+        if to_bf16:
+            os_round_bf16(&y[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
 
 
 def silu(const float[::1] x,  # IN
@@ -400,12 +435,14 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
               float scale,
               Py_ssize_t causal_offset,  # < 0: every key is visible
               float[:, :, ::1] out,      # OUT (n_q, n_heads, hd)
-              int n_threads):
+              int n_threads,
+              bint to_bf16=False):
     """out[i, h] = softmax(q[i, h] . k[:, g(h)] * scale) @ v[:, g(h)] for few query rows (decode).
 
     One task per query row and share of the kv heads (as many shares as
     threads); every head is computed alike whatever the split. bfloat16 k/v
-    give exactly the result of their float32 widening.
+    give exactly the result of their float32 widening. to_bf16: out rounded to
+    bfloat16 values, each task its own heads.
     """
     cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
     cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
@@ -436,6 +473,8 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
                 os_attention_heads_bf16kv(&q[i, 0, 0], &k[0, 0, 0], &v[0, 0, 0], Hkv * hd, n_keys, hd,
                                           group, g0, g1, scale, scores + threadid() * per_thread,
                                           &out[i, 0, 0])
+            if to_bf16:
+                os_round_bf16(&out[i, g0 * group, 0], &out[i, g0 * group, 0], (g1 - g0) * group * hd)
     finally:
         free(scores)
 

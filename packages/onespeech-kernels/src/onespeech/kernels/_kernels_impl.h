@@ -130,12 +130,39 @@ static void os_bf16_to_f32(const uint16_t *in, float *out, os_idx n) {
     for (; i < n; i++) out[i] = os_bf16_scalar(in[i]);
 }
 
+#if OS_LANES > 1
+/* os_f32_to_bf16_scalar for a vector, left in the high halves (low halves 0):
+ * the same round-to-nearest-even carry, NaN lanes made 0x7FC0 */
+static inline vu os_bf16_round_bits(vf x) {
+    typedef int32_t vi_ __attribute__((vector_size(4 * OS_LANES)));
+    vu u;
+    memcpy(&u, &x, sizeof u);
+    vu r = (u + (((u >> 16) & 1u) + 0x7FFFu)) & 0xFFFF0000u;
+    vu nan = (vu)(vi_)(x != x);
+    return (r & ~nan) | (nan & 0x7FC00000u);
+}
+#endif
+
 static void os_f32_to_bf16(const float *in, uint16_t *out, os_idx n) {
-    for (os_idx i = 0; i < n; i++) out[i] = os_f32_to_bf16_scalar(in[i]);
+    os_idx i = 0;
+#if OS_LANES > 1
+    for (; i + OS_LANES <= n; i += OS_LANES) {
+        vh h = __builtin_convertvector(os_bf16_round_bits(os_load_f32(in + i)) >> 16, vh);
+        memcpy(out + i, &h, sizeof h);
+    }
+#endif
+    for (; i < n; i++) out[i] = os_f32_to_bf16_scalar(in[i]);
 }
 
 static void os_round_bf16(const float *in, float *out, os_idx n) {
-    for (os_idx i = 0; i < n; i++) out[i] = os_bf16_scalar(os_f32_to_bf16_scalar(in[i]));
+    os_idx i = 0;
+#if OS_LANES > 1
+    for (; i + OS_LANES <= n; i += OS_LANES) {
+        vu r = os_bf16_round_bits(os_load_f32(in + i));
+        memcpy(out + i, &r, sizeof r);
+    }
+#endif
+    for (; i < n; i++) out[i] = os_bf16_scalar(os_f32_to_bf16_scalar(in[i]));
 }
 
 /* ---- dot products: one weight row against 1 or 4 activation rows --------- */

@@ -157,29 +157,62 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def round_bf16(x: np.ndarray) -> np.ndarray:
+def round_bf16(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Round float32 values to bfloat16 precision, keeping float32 storage.
 
     Parameters
     ----------
     x : ndarray[float32], any shape
+    out : ndarray[float32], C-contiguous, x's shape, or None
+        Where to write the result; may be ``x`` itself (BF16 decoding rounds every
+        operator's fresh output in place: no allocation per call).
 
     Returns
     -------
-    ndarray[float32], same shape; every value exactly representable in bfloat16
+    ndarray[float32], same shape (``out`` if given); every value exactly
+    representable in bfloat16
     """
     x = _array("x", x)
+    if out is not None:
+        if not isinstance(out, np.ndarray) or out.dtype != np.float32 or not out.flags.c_contiguous:
+            raise ValueError("out must be a C-contiguous float32 numpy array")
+        if out.shape != x.shape:
+            raise ValueError(f"out has shape {out.shape} but x has shape {x.shape}; they must match")
+        if not out.flags.writeable:
+            raise ValueError("out is read-only")
     if _kernels is None:
-        return _ref.round_bf16(x)
-    out = np.empty(x.shape, np.float32)
+        if out is None:
+            return _ref.round_bf16(x)
+        out[...] = _ref.round_bf16(x)
+        return out
+    if out is None:
+        out = np.empty(x.shape, np.float32)
     _kernels.round_bf16(x.reshape(-1), out.reshape(-1), get_threads())
     return out
+
+
+def _rounded(y: np.ndarray, round_to_bf16: bool) -> np.ndarray:
+    """y, rounded to bfloat16 values in place if asked (paths whose kernel cannot fuse it)."""
+    if round_to_bf16:
+        if _kernels is None:
+            y[...] = _ref.round_bf16(y)
+        else:
+            flat = y.reshape(-1)
+            _kernels.round_bf16(flat, flat, get_threads())
+    return y
 
 
 # matrix products --------------------------------------------------------------------
 
 
-def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, blas: bool = False) -> np.ndarray:
+def linear(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    blas: bool = False,
+    round_to_bf16: bool = False,
+) -> np.ndarray:
     """y = x @ w.T + bias with float32 accumulation.
 
     Parameters
@@ -192,6 +225,11 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, blas
         Multi-row float32 products always go to BLAS, never to our GEMM kernel.
         Both are exact to float32 rounding but sum in different orders; callers
         whose parity runs must keep BLAS's order say so (the decoder's prefill).
+    round_to_bf16 : bool
+        Round the result to bfloat16 values (float32 storage) within the call, each
+        thread its own outputs; the same values as ``round_bf16`` of the result
+        (BF16 precision rounds at every operator boundary, and a separate call per
+        small decode output costs more than the operator).
 
     Returns
     -------
@@ -202,30 +240,36 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, blas
     if bias is not None:
         bias = _f32(_vector("bias", bias, w.shape[0]))
     if _kernels is None:
-        return _ref.linear(x, w, bias)
+        return _rounded(_ref.linear(x, w, bias), round_to_bf16)
     x2 = x.reshape(-1, w.shape[1])
     m, n = x2.shape[0], w.shape[0]
     if w.dtype == np.uint16:
         if m <= _BF16_GEMV_MAX_ROWS:
             y = np.empty((m, n), np.float32)
-            _kernels.linear_bf16(x2, w, bias, y, get_threads())
+            _kernels.linear_bf16(x2, w, bias, y, get_threads(), round_to_bf16)
         else:
-            y = _linear_bf16_blocked(x2, w, bias)
+            y = _rounded(_linear_bf16_blocked(x2, w, bias), round_to_bf16)
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
-        _kernels.linear_f32(x2, w, bias, y, get_threads())
+        _kernels.linear_f32(x2, w, bias, y, get_threads(), round_to_bf16)
     elif not blas and _gemm_wins(m, n, w.shape[1]):
         y = np.empty((m, n), np.float32)
         _kernels.gemm_f32(x2, w, bias, y, *_gemm_plan(m, n, w.shape[1], get_threads()), get_threads())
+        _rounded(y, round_to_bf16)
     else:
         y = x2 @ w.T
         if bias is not None:
             y += bias
+        _rounded(y, round_to_bf16)
     return y.reshape(*x.shape[:-1], n)
 
 
 def linear_many(
-    x: np.ndarray, ws: list[np.ndarray] | tuple[np.ndarray, ...], *, blas: bool = False
+    x: np.ndarray,
+    ws: list[np.ndarray] | tuple[np.ndarray, ...],
+    *,
+    blas: bool = False,
+    round_to_bf16: bool = False,
 ) -> list[np.ndarray]:
     """``[linear(x, w) for w in ws]``, computed together when x is one row.
 
@@ -238,8 +282,8 @@ def linear_many(
     x : ndarray[float32], shape (..., K)
     ws : sequence of ndarray[float32 | uint16 (bf16)], shape (N_i, K), one dtype
         At most 8.
-    blas : bool
-        As for `linear` (several rows).
+    blas, round_to_bf16 : bool
+        As for `linear`.
 
     Returns
     -------
@@ -253,10 +297,10 @@ def linear_many(
         raise ValueError(f"ws mix dtypes {sorted({str(w.dtype) for w in ws})}; give one dtype (float32 or uint16 bf16)")
     rows = int(np.prod(x.shape[:-1], dtype=np.int64))
     if _kernels is None or rows != 1:
-        return [linear(x, w, blas=blas) for w in ws]
+        return [linear(x, w, blas=blas, round_to_bf16=round_to_bf16) for w in ws]
     x2 = x.reshape(1, -1)
     ys = tuple(np.empty((1, w.shape[0]), np.float32) for w in ws)
-    _kernels.linear_many(x2, tuple(ws), ys, get_threads())
+    _kernels.linear_many(x2, tuple(ws), ys, get_threads(), round_to_bf16)
     return [y.reshape(*x.shape[:-1], y.shape[1]) for y in ys]
 
 
@@ -356,7 +400,7 @@ def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
 # normalisation ----------------------------------------------------------------------
 
 
-def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, *, round_to_bf16: bool = False) -> np.ndarray:
     """RMS norm over the last axis: weight * x / sqrt(mean(x**2) + eps).
 
     Parameters
@@ -364,6 +408,8 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     x : ndarray[float32], shape (..., D)
     weight : ndarray[float32 | uint16 (bf16)], shape (D,)
     eps : float
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
@@ -373,10 +419,10 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     weight = _vector("weight", weight, x.shape[-1] if x.ndim else -1)
     eps = _eps(eps)
     if _kernels is None:
-        return _ref.rms_norm(x, weight, eps)
+        return _rounded(_ref.rms_norm(x, weight, eps), round_to_bf16)
     y = np.empty(x.shape, np.float32)
     d = x.shape[-1]
-    _kernels.rms_norm(x.reshape(-1, d), _f32(weight), eps, y.reshape(-1, d), get_threads())
+    _kernels.rms_norm(x.reshape(-1, d), _f32(weight), eps, y.reshape(-1, d), get_threads(), round_to_bf16)
     return y
 
 
@@ -434,12 +480,14 @@ def silu(x: np.ndarray) -> np.ndarray:
     return _elementwise("silu", _array("x", x))
 
 
-def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+def swiglu(gate: np.ndarray, up: np.ndarray, *, round_to_bf16: bool = False) -> np.ndarray:
     """silu(gate) * up.
 
     Parameters
     ----------
     gate, up : ndarray[float32], same shape
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
@@ -450,9 +498,9 @@ def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     if gate.shape != up.shape:
         raise ValueError(f"gate has shape {gate.shape} but up has shape {up.shape}; they must match")
     if _kernels is None:
-        return _ref.swiglu(gate, up)
+        return _rounded(_ref.swiglu(gate, up), round_to_bf16)
     y = np.empty(gate.shape, np.float32)
-    _kernels.swiglu(gate.reshape(-1), up.reshape(-1), y.reshape(-1), get_threads())
+    _kernels.swiglu(gate.reshape(-1), up.reshape(-1), y.reshape(-1), get_threads(), round_to_bf16)
     return y
 
 
@@ -485,13 +533,15 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 # positions and attention ----------------------------------------------------------------
 
 
-def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, *, round_to_bf16: bool = False) -> np.ndarray:
     """Rotary positions, rotate_half convention: x * cos + rotate_half(x) * sin.
 
     Parameters
     ----------
     x : ndarray[float32], shape (n_tokens, n_heads, head_dim), head_dim even
     cos, sin : ndarray[float32], shape (n_tokens, head_dim)
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
@@ -507,9 +557,9 @@ def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     if cos.shape != want or sin.shape != want:
         raise ValueError(f"cos {cos.shape} and sin {sin.shape} must both be (n_tokens, head_dim) = {want}")
     if _kernels is None:
-        return _ref.rope(x, cos, sin)
+        return _rounded(_ref.rope(x, cos, sin), round_to_bf16)
     y = np.empty(x.shape, np.float32)
-    _kernels.rope(x, cos, sin, y, get_threads())
+    _kernels.rope(x, cos, sin, y, get_threads(), round_to_bf16)
     return y
 
 
@@ -519,6 +569,8 @@ def attention(
     v: np.ndarray,
     scale: float,
     causal_offset: int | None,
+    *,
+    round_to_bf16: bool = False,
 ) -> np.ndarray:
     """Scaled dot-product attention with grouped kv heads, softmax in float32.
 
@@ -534,6 +586,8 @@ def attention(
     causal_offset : int >= 0 or None
         If given, query i attends keys j <= causal_offset + i (decode: the number of
         cached tokens before the first query); None attends every key.
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
@@ -563,10 +617,11 @@ def attention(
         if bf16:  # prefill over a BF16 cache: widen once (exact), then the float32 path
             k, v = bf16_to_f32(k), bf16_to_f32(v)
         if _kernels is None:
-            return _ref.attention(q, k, v, float(scale), causal_offset)
-        return _attention_fused(q, k, v, float(scale), causal_offset)
+            return _rounded(_ref.attention(q, k, v, float(scale), causal_offset), round_to_bf16)
+        return _rounded(_attention_fused(q, k, v, float(scale), causal_offset), round_to_bf16)
     out = np.empty(q.shape, np.float32)
-    _kernels.attention(q, k, v, float(scale), -1 if causal_offset is None else causal_offset, out, get_threads())
+    offset = -1 if causal_offset is None else causal_offset
+    _kernels.attention(q, k, v, float(scale), offset, out, get_threads(), round_to_bf16)
     return out
 
 

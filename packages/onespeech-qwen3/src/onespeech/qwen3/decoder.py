@@ -28,7 +28,7 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
 from onespeech.qwen3.errors import Cancel, raise_if_cancelled
-from onespeech.qwen3.runtime import tensors_under
+from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -70,10 +70,6 @@ class KVCache:
     def reset(self) -> None:
         """Forget the past (fresh decoder state) without reallocating."""
         self.length = 0
-
-
-def _identity(x: np.ndarray) -> np.ndarray:
-    return x
 
 
 @dataclass(frozen=True)
@@ -119,8 +115,10 @@ class Qwen3Decoder:
         if head == "default":
             head = config.output_head_name
         self._head = weights[head] if head is not None else None
-        self._round: Callable[[np.ndarray], np.ndarray] = ops.round_bf16 if bf16_activations else _identity
+        self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         self._bf16 = bf16_activations
+        # bf16 activations make k/v bf16 values, so the cache can hold their bits
+        self._bf16_cache = bf16_activations
         self._cache: KVCache | None = None
 
     # -- building blocks ---------------------------------------------------------------
@@ -133,7 +131,7 @@ class Qwen3Decoder:
         """Output head over final-normed hidden states f32[..., D] -> f32[..., V]."""
         if self._head is None:
             raise ValueError("this decoder was built without an output head")
-        return self._round(ops.linear(hidden, self._head))
+        return ops.linear(hidden, self._head, round_to_bf16=self._bf16)
 
     def cache_for(self, capacity: int) -> KVCache:
         """The one cache plan, reallocated only when the request size changes."""
@@ -141,7 +139,7 @@ class Qwen3Decoder:
             raise ValueError(f"cache capacity {capacity} must be at least 1")
         if self._cache is None or self._cache.capacity != capacity:
             self._cache = None  # drop the old plan before allocating the new one
-            self._cache = KVCache(self.dims, capacity, self._bf16)
+            self._cache = KVCache(self.dims, capacity, self._bf16_cache)
         self._cache.reset()
         return self._cache
 
@@ -172,12 +170,12 @@ class Qwen3Decoder:
         if pos + n > cache.capacity:
             raise ValueError(f"{pos + n} positions exceed the cache plan of {cache.capacity}")
         cos, sin = cache.cos[pos : pos + n], cache.sin[pos : pos + n]
-        hidden = self._round(np.ascontiguousarray(embeds, dtype=np.float32))
+        hidden = self._round(np.array(embeds, dtype=np.float32, order="C"))  # a copy: rounded in place
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)
             hidden = self._layer(hidden, layer, cache, pos, cos, sin)
         cache.length = pos + n
-        return self._round(ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps))
+        return ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps, round_to_bf16=self._bf16)
 
     def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
         """Causal full-sequence forward without keeping a cache (the aligner's pass).
@@ -190,7 +188,7 @@ class Qwen3Decoder:
         -------
         ndarray[float32], shape (n, hidden_size), after the final RMS norm
         """
-        cache = KVCache(self.dims, max(1, embeds.shape[0]), self._bf16)
+        cache = KVCache(self.dims, max(1, embeds.shape[0]), self._bf16_cache)
         return self.forward(embeds, cache, cancel)
 
     def _layer(
@@ -201,33 +199,37 @@ class Qwen3Decoder:
         # reference near-tie (ko_context_auto, step 53, top-2 margin 1.6e-6 of the
         # largest logit) the other way; BLAS's agrees. The kernel only takes up to
         # 400 rows, so a 30 s prompt runs on BLAS either way. The encoder uses it.
-        r = self._round
+        r, b = self._round, self._bf16  # b: each operator rounds its own output (BF16)
         d = self.dims
         w = self._w
         p = f"layers.{layer}."
         n = hidden.shape[0]
         eps = d.rms_norm_eps
         # attention: q/k/v, per-head q/k RMS norm, rotary positions
-        x = r(ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps))
-        q, k, v = ops.linear_many(x, [w[p + f"self_attn.{m}_proj.weight"] for m in "qkv"], blas=True)
-        q = r(q).reshape(n, d.num_heads, d.head_dim)
-        k = r(k).reshape(n, d.num_kv_heads, d.head_dim)
-        v = r(v).reshape(n, d.num_kv_heads, d.head_dim)
-        q = r(ops.rope(r(ops.rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)), cos, sin))
-        k = r(ops.rope(r(ops.rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)), cos, sin))
+        x = ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps, round_to_bf16=b)
+        qkv = [w[p + f"self_attn.{m}_proj.weight"] for m in "qkv"]
+        q, k, v = ops.linear_many(x, qkv, blas=True, round_to_bf16=b)
+        q = q.reshape(n, d.num_heads, d.head_dim)
+        k = k.reshape(n, d.num_kv_heads, d.head_dim)
+        v = v.reshape(n, d.num_kv_heads, d.head_dim)
+        q = ops.rms_norm(q, w[p + "self_attn.q_norm.weight"], eps, round_to_bf16=b)
+        k = ops.rms_norm(k, w[p + "self_attn.k_norm.weight"], eps, round_to_bf16=b)
+        q, k = ops.rope(q, cos, sin, round_to_bf16=b), ops.rope(k, cos, sin, round_to_bf16=b)
         # present keys/values join the past in the preallocated cache
         if cache.k.dtype == np.uint16:  # k, v are bf16-rounded: the bits are exact
             k, v = ops.f32_to_bf16(k), ops.f32_to_bf16(v)
         cache.k[layer, pos : pos + n] = k
         cache.v[layer, pos : pos + n] = v
-        attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], d.head_dim**-0.5, pos)
-        attn = r(attn).reshape(n, d.num_heads * d.head_dim)
-        hidden = r(hidden + r(ops.linear(attn, w[p + "self_attn.o_proj.weight"], blas=True)))
+        scale = d.head_dim**-0.5
+        attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], scale, pos, round_to_bf16=b)
+        attn = attn.reshape(n, d.num_heads * d.head_dim)
+        o = ops.linear(attn, w[p + "self_attn.o_proj.weight"], blas=True, round_to_bf16=b)
+        hidden = r(hidden + o)
         # SwiGLU MLP
-        x = r(ops.rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps))
-        gate, up = ops.linear_many(x, [w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]], blas=True)
-        gate, up = r(gate), r(up)
-        return r(hidden + r(ops.linear(r(ops.swiglu(gate, up)), w[p + "mlp.down_proj.weight"], blas=True)))
+        x = ops.rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps, round_to_bf16=b)
+        gate, up = ops.linear_many(x, [w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]], blas=True, round_to_bf16=b)
+        down = ops.linear(ops.swiglu(gate, up, round_to_bf16=b), w[p + "mlp.down_proj.weight"], blas=True, round_to_bf16=b)
+        return r(hidden + down)
 
     # -- greedy generation ---------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
 from onespeech.qwen3.errors import Cancel, raise_if_cancelled
-from onespeech.qwen3.runtime import tensors_under
+from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm default, as the reference constructs them
@@ -66,10 +66,6 @@ def sinusoid_positions(length: int, channels: int, max_timescale: float = 10000.
     return np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1).astype(np.float32)
 
 
-def _identity(x: np.ndarray) -> np.ndarray:
-    return x
-
-
 class AudioEncoder:
     """AuT encoder + projector over one bounded input.
 
@@ -98,7 +94,7 @@ class AudioEncoder:
         dims = config.audio if isinstance(config, Qwen3Config) else config
         self.dims = dims
         self._w = tensors_under(weights, prefix)
-        self._round: Callable[[np.ndarray], np.ndarray] = ops.round_bf16 if bf16_activations else _identity
+        self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col
         self._conv = [
             np.ascontiguousarray(self._w[f"conv2d{i}.weight"].transpose(0, 2, 3, 1)).reshape(
@@ -143,7 +139,7 @@ class AudioEncoder:
             )
         r = self._round
         # BF16: qwen-asr casts the input features to the model dtype
-        hidden, window = self._embed_chunks(r(np.ascontiguousarray(mel)), cancel)
+        hidden, window = self._embed_chunks(r(np.array(mel, order="C")), cancel)  # a copy: r rounds in place
         bounds = self._attention_blocks(hidden.shape[0], window if attention == "windowed" else None)
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)
