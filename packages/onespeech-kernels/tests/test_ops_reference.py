@@ -357,7 +357,9 @@ def test_round_to_bf16_equals_rounding_the_result(rows: int) -> None:
         cases[f"attention {kv.dtype}"] = lambda kv=kv, **kw: ops.attention(q, kv, kv[::-1].copy(), 0.2, 49 - rows, **kw)
     for name, op in cases.items():
         plain, fused = op(), op(round_to_bf16=True)
-        for p, f in zip(plain if isinstance(plain, list) else [plain], fused if isinstance(fused, list) else [fused]):
+        if not isinstance(plain, list):
+            plain, fused = [plain], [fused]
+        for p, f in zip(plain, fused, strict=True):
             want = ops.round_bf16(p)
             assert not np.array_equal(p, want), f"{name}: the case must need rounding"
             assert np.array_equal(f.view(np.uint32), want.view(np.uint32)), name
