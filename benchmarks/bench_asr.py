@@ -376,7 +376,12 @@ def main() -> int:
                 ours[key] = converted[key]
         ours_fp32 = _pool(runs["ours_fp32"]) if runs["ours_fp32"] else None
         if args.skip_reference:
-            print(json.dumps(ours, indent=1))
+            print(json.dumps({"ours": ours, "ours_fp32": ours_fp32} if ours_fp32 else ours, indent=1))
+            if ours_fp32:  # the BF16-to-our-FP32 target needs no reference run
+                for label in (k for k, v in ours["stages"].items() if isinstance(v, dict)):
+                    b, f = (statistics.median(r["stages"][label]["decode"]) for r in (ours, ours_fp32))
+                    print(f"{label}: decode bf16 {_fmt(ours['stages'][label]['decode'], 1e3, 'ms/tok')}, "
+                          f"fp32 {_fmt(ours_fp32['stages'][label]['decode'], 1e3, 'ms/tok')}, bf16 / fp32 {b / f:.2f}")
             return 0
         ref = _pool(runs["reference"])
     saved = ROOT / "build" / f"bench_asr_{args.precision}.json"  # the raw timings, to reprint or compare
