@@ -194,11 +194,11 @@ def round_bf16(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 def _rounded(y: np.ndarray, round_to_bf16: bool) -> np.ndarray:
     """y, rounded to bfloat16 values in place if asked (paths whose kernel cannot fuse it)."""
     if round_to_bf16:
-        if _kernels is None:
-            y[...] = _ref.round_bf16(y)
-        else:
-            flat = y.reshape(-1)
+        if _kernels is not None and y.flags.c_contiguous:
+            flat = y.reshape(-1)  # a view, so the kernel writes into y
             _kernels.round_bf16(flat, flat, get_threads())
+        else:
+            y[...] = round_bf16(y)
     return y
 
 
