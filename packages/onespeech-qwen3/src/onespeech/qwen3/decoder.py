@@ -170,7 +170,9 @@ class Qwen3Decoder:
         if pos + n > cache.capacity:
             raise ValueError(f"{pos + n} positions exceed the cache plan of {cache.capacity}")
         cos, sin = cache.cos[pos : pos + n], cache.sin[pos : pos + n]
-        hidden = self._round(np.array(embeds, dtype=np.float32, order="C"))  # a copy: rounded in place
+        hidden = np.ascontiguousarray(embeds, dtype=np.float32)
+        if self._bf16:  # into a new array: the caller's embeddings are never rounded in place
+            hidden = ops.round_bf16(hidden)
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)
             hidden = self._layer(hidden, layer, cache, pos, cos, sin)

@@ -94,6 +94,7 @@ class AudioEncoder:
         dims = config.audio if isinstance(config, Qwen3Config) else config
         self.dims = dims
         self._w = tensors_under(weights, prefix)
+        self._bf16 = bf16_activations
         self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col
         self._conv = [
@@ -139,7 +140,10 @@ class AudioEncoder:
             )
         r = self._round
         # BF16: qwen-asr casts the input features to the model dtype
-        hidden, window = self._embed_chunks(r(np.array(mel, order="C")), cancel)  # a copy: r rounds in place
+        mel = np.ascontiguousarray(mel)
+        if self._bf16:  # into a new array: the caller's features are never rounded in place
+            mel = ops.round_bf16(mel)
+        hidden, window = self._embed_chunks(mel, cancel)
         bounds = self._attention_blocks(hidden.shape[0], window if attention == "windowed" else None)
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)

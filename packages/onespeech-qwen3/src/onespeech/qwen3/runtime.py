@@ -128,12 +128,12 @@ def _identity(x: np.ndarray) -> np.ndarray:
 
 
 def activation_rounding(bf16: bool) -> Callable[[np.ndarray], np.ndarray]:
-    """What the encoder and decoder apply at operator boundaries.
+    """What the encoder and decoder apply at operator boundaries the ops do not round themselves.
 
-    Under BF16 precision: rounding to bfloat16 **in place**, so it must only be
-    given an operator's fresh output, never a caller's array. A BF16 decode step
-    rounds ~480 small outputs; in place, each costs one kernel call and no
-    allocation (3.1 -> ~1 ms per token on the 0.6B model). Otherwise: identity.
+    Under BF16 precision: rounding to bfloat16 **in place** (no allocation), so it
+    must only be given an operator's fresh output, never a caller's array; the
+    decoder's per-token operators round their own outputs (``round_to_bf16=``)
+    and use this only for residual sums. Otherwise: identity.
     """
     return _round_in_place if bf16 else _identity
 
