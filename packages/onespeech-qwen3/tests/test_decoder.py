@@ -124,3 +124,26 @@ def test_bf16_cache_holds_bits_and_changes_nothing(tiny_weights, tiny_config) ->
     assert bf16._cache.k.nbytes * 2 == widened._cache.k.nbytes
     assert a.ids == b.ids and np.array_equal(a.first_logits, b.first_logits)
     assert np.array_equal(bf16.hidden_states(x), widened.hidden_states(x))
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_fused_one_token_steps_equal_the_op_path(tiny_weights, tiny_config, bf16: bool) -> None:
+    fused = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=bf16)
+    if fused._fused is None:
+        pytest.skip("no compiled kernels: every step runs op by op")
+    plain = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=bf16)
+    plain._fused = None
+    x = embeds(fused, 10, seed=3)
+    outs = {}
+    for name, dec in (("fused", fused), ("plain", plain)):
+        cache = dec.cache_for(20)
+        steps = [dec.forward(x, cache)]
+        for token in (5, 900, 17, 3000, 42, 7):
+            one = dec.embed(np.array([token]))
+            given = one.copy()
+            steps.append(dec.forward(one, cache))
+            assert np.array_equal(one, given), "the step must not write into the caller's embeddings"
+        outs[name] = (steps, cache.k[:, : cache.length].copy(), cache.v[:, : cache.length].copy())
+    for a, b in zip(outs["fused"][0], outs["plain"][0], strict=True):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert np.array_equal(outs["fused"][1], outs["plain"][1]) and np.array_equal(outs["fused"][2], outs["plain"][2])

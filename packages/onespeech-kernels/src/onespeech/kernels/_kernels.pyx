@@ -8,6 +8,7 @@
 
 from cython.parallel cimport prange, threadid
 from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
 
 cdef extern from "_kernels_impl.h" nogil:
     const char *OS_VARIANT
@@ -208,6 +209,62 @@ cdef void _gemv_bf16_span(const float *x, const float *xp, const unsigned short 
         start += rows[j]
 
 
+cdef int _gemv_many(const float *x, const void **ws, bint bf16, float **ys, const os_idx *rows,
+                    int n, os_idx K, int n_threads, bint to_bf16) noexcept nogil:
+    """ys[j] = x @ ws[j].T for one activation row x of K values and n <= MAX_MANY
+    matrices of rows[j] rows, in one parallel region; -1 if scratch could not
+    be allocated. float32 rows are split in ROW_BLOCK blocks as in linear_f32;
+    bf16 rows in one contiguous share per thread as in linear_bf16. Every
+    output is summed exactly as there. to_bf16 as in linear_bf16."""
+    cdef os_idx first[MAX_MANY + 1]
+    cdef os_idx b, n0, n1, t, total = 0
+    cdef int i, j, nt
+    cdef float *xp
+    first[0] = 0
+    for i in range(n):
+        first[i + 1] = first[i] + (rows[i] + ROW_BLOCK - 1) // ROW_BLOCK
+        total += rows[i]
+    nt = _threads_for(first[n], n_threads)
+    if bf16 and OS_PAIR_GEMV:
+        xp = <float *> malloc(max(1, K) * sizeof(float))
+        if xp == NULL:
+            return -1
+        os_pair_permute(x, xp, K)
+        # each thread one contiguous share of all the matrices' rows, as in
+        # linear_bf16 (row sums do not depend on the split)
+        for t in prange(nt, schedule="static", num_threads=nt):
+            _gemv_bf16_span(x, xp, <const unsigned short **> ws, ys, rows, n, K, total * t // nt,
+                            total * (t + 1) // nt, to_bf16)
+        free(xp)
+        return 0
+    for b in prange(first[n], schedule="static", num_threads=nt):
+        j = 0
+        while first[j + 1] <= b:
+            j = j + 1
+        n0 = (b - first[j]) * ROW_BLOCK
+        n1 = min(rows[j], n0 + ROW_BLOCK)
+        if not bf16:
+            os_dot_f32_rows(x, 1, <const float *> ws[j], K, NULL, ys[j], rows[j], n0, n1)
+        else:
+            os_dot_bf16_rows(x, 1, <const unsigned short *> ws[j], K, NULL, ys[j], rows[j], n0, n1)
+        if to_bf16:
+            _round_columns(ys[j], 1, rows[j], n0, n1)
+    return 0
+
+
+cdef const void *_matrix_data(object w, os_idx *rows, os_idx *cols) except NULL:
+    """Address, rows and columns of a C-contiguous float32 or bf16 (uint16) matrix."""
+    cdef const float[:, ::1] wf
+    cdef const unsigned short[:, ::1] wb
+    if w.dtype.itemsize == 2:
+        wb = w
+        rows[0], cols[0] = wb.shape[0], wb.shape[1]
+        return &wb[0, 0]
+    wf = w
+    rows[0], cols[0] = wf.shape[0], wf.shape[1]
+    return &wf[0, 0]
+
+
 def linear_many(const float[:, ::1] x,  # IN  (1, K)
                 tuple ws,               # IN  up to 8 weights (N_i, K), all float32 or all bf16 bits
                 tuple ys,               # OUT (1, N_i) each
@@ -217,71 +274,25 @@ def linear_many(const float[:, ::1] x,  # IN  (1, K)
 
     Decode multiplies one row by several matrices that share it (q/k/v,
     gate/up); one region over all their rows saves a fork/join per matrix and,
-    for bf16, permutes the row once. float32 rows are split in ROW_BLOCK
-    blocks as in linear_f32; bf16 rows in one contiguous share per thread as
-    in linear_bf16. Every output is summed exactly as there. to_bf16 as in
-    linear_bf16.
+    for bf16, permutes the row once (see _gemv_many).
     """
-    cdef const unsigned short[:, ::1] wb
-    cdef const float[:, ::1] wf
-    cdef float[:, ::1] yv
-    cdef const unsigned short *bp[MAX_MANY]
-    cdef const float *fp[MAX_MANY]
+    cdef const void *wp[MAX_MANY]
     cdef float *yp[MAX_MANY]
+    cdef float[:, ::1] yv
     cdef os_idx rows[MAX_MANY]
-    cdef os_idx first[MAX_MANY + 1]
-    cdef os_idx K = x.shape[1], b, n0, n1, t, total
-    cdef int i, j, n = len(ws), nt
+    cdef os_idx cols
+    cdef int i, n = len(ws), rc
     cdef bint bf16 = n > 0 and ws[0].dtype.itemsize == 2
-    cdef float *xp = NULL
     if n != len(ys) or not 0 < n <= MAX_MANY:
         raise ValueError(f"linear_many takes 1..{MAX_MANY} weights and as many outputs")
-    first[0] = 0
     for i in range(n):
-        if bf16:
-            wb = ws[i]
-            bp[i] = &wb[0, 0]
-            rows[i] = wb.shape[0]
-        else:
-            wf = ws[i]
-            fp[i] = &wf[0, 0]
-            rows[i] = wf.shape[0]
+        wp[i] = _matrix_data(ws[i], &rows[i], &cols)
         yv = ys[i]
         yp[i] = &yv[0, 0]
-        first[i + 1] = first[i] + (rows[i] + ROW_BLOCK - 1) // ROW_BLOCK
-    nt = _threads_for(first[n], n_threads)
-    if bf16 and OS_PAIR_GEMV:
-        xp = <float *> malloc(max(1, K) * sizeof(float))
-        if xp == NULL:
-            raise MemoryError(f"bf16 GEMV needs {K} float32 of scratch")
-        os_pair_permute(&x[0, 0], xp, K)
-        try:
-            # each thread one contiguous share of all the matrices' rows, as in
-            # linear_bf16 (row sums do not depend on the split)
-            total = 0
-            for i in range(n):
-                total += rows[i]
-            for t in prange(nt, nogil=True, schedule="static", num_threads=nt):
-                _gemv_bf16_span(&x[0, 0], xp, bp, yp, rows, n, K, total * t // nt, total * (t + 1) // nt,
-                                to_bf16)
-        finally:
-            free(xp)
-        return
-    try:
-        for b in prange(first[n], nogil=True, schedule="static", num_threads=nt):
-            j = 0
-            while first[j + 1] <= b:
-                j = j + 1
-            n0 = (b - first[j]) * ROW_BLOCK
-            n1 = min(rows[j], n0 + ROW_BLOCK)
-            if not bf16:
-                os_dot_f32_rows(&x[0, 0], 1, fp[j], K, NULL, yp[j], rows[j], n0, n1)
-            else:
-                os_dot_bf16_rows(&x[0, 0], 1, bp[j], K, NULL, yp[j], rows[j], n0, n1)
-            if to_bf16:
-                _round_columns(yp[j], 1, rows[j], n0, n1)
-    finally:
-        free(xp)
+    with nogil:
+        rc = _gemv_many(&x[0, 0], wp, bf16, yp, rows, n, x.shape[1], n_threads, to_bf16)
+    if rc:
+        raise MemoryError(f"bf16 GEMV needs {x.shape[1]} float32 of scratch")
 
 
 cdef inline os_idx _round_up(os_idx a, os_idx step) noexcept nogil:
@@ -429,6 +440,45 @@ ctypedef fused kv_t:
     unsigned short  # bfloat16 bits (the BF16 KV cache)
 
 
+cdef int _attention_rows(const float *q, const void *k, const void *v, bint bf16kv, os_idx n_q, os_idx H,
+                         os_idx hd, os_idx n_kv, os_idx Hkv, Py_ssize_t causal_offset, float scale,
+                         float *out, int n_threads, bint to_bf16) noexcept nogil:
+    """`attention` over raw buffers q, out (n_q, H, hd) and k, v (n_kv, Hkv, hd),
+    float32 or (bf16kv) bfloat16 bits; -1 if the scores could not be allocated."""
+    cdef os_idx group = H // Hkv
+    cdef os_idx task, i, s, g0, g1, n_keys, shares, n_tasks
+    cdef int nt
+    # n_heads rows of scores per thread, indexed by threadid()
+    cdef float *scores
+    cdef os_idx per_thread = H * max(1, n_kv)
+    if n_q == 0 or H == 0 or hd == 0:
+        return 0
+    shares = max(1, min(Hkv, n_threads))
+    n_tasks = n_q * shares
+    nt = _threads_for(n_tasks, n_threads)
+    scores = <float *> malloc(nt * per_thread * sizeof(float))
+    if scores == NULL:
+        return -1
+    for task in prange(n_tasks, schedule="static", num_threads=nt):
+        i = task // shares
+        s = task % shares
+        g0 = Hkv * s // shares
+        g1 = Hkv * (s + 1) // shares
+        n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
+        if not bf16kv:
+            os_attention_heads(q + i * H * hd, <const float *> k, <const float *> v, Hkv * hd, n_keys, hd,
+                               group, g0, g1, scale, scores + threadid() * per_thread, out + i * H * hd)
+        else:
+            os_attention_heads_bf16kv(q + i * H * hd, <const unsigned short *> k, <const unsigned short *> v,
+                                      Hkv * hd, n_keys, hd, group, g0, g1, scale,
+                                      scores + threadid() * per_thread, out + i * H * hd)
+        if to_bf16:
+            os_round_bf16(out + (i * H + g0 * group) * hd, out + (i * H + g0 * group) * hd,
+                          (g1 - g0) * group * hd)
+    free(scores)
+    return 0
+
+
 def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
               const kv_t[:, :, ::1] k,   # IN  (n_kv, n_kv_heads, hd)
               const kv_t[:, :, ::1] v,   # IN  (n_kv, n_kv_heads, hd)
@@ -444,39 +494,15 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
     give exactly the result of their float32 widening. to_bf16: out rounded to
     bfloat16 values, each task its own heads.
     """
-    cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
-    cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
-    cdef os_idx task, i, s, g0, g1, n_keys, shares, n_tasks
-    cdef int nt
-    # n_heads rows of scores per thread, indexed by threadid()
-    cdef float *scores
-    cdef os_idx per_thread = H * max(1, n_kv)
-    if n_q == 0 or H == 0 or hd == 0:
+    cdef int rc
+    if q.shape[0] == 0 or q.shape[1] == 0 or q.shape[2] == 0:
         return
-    shares = max(1, min(Hkv, n_threads))
-    n_tasks = n_q * shares
-    nt = _threads_for(n_tasks, n_threads)
-    scores = <float *> malloc(nt * per_thread * sizeof(float))
-    if scores == NULL:
-        raise MemoryError(f"attention needs {nt} x {H} x {n_kv} float32 scores")
-    try:
-        for task in prange(n_tasks, nogil=True, schedule="static", num_threads=nt):
-            i = task // shares
-            s = task % shares
-            g0 = Hkv * s // shares
-            g1 = Hkv * (s + 1) // shares
-            n_keys = n_kv if causal_offset < 0 else min(n_kv, causal_offset + i + 1)
-            if kv_t is float:
-                os_attention_heads(&q[i, 0, 0], &k[0, 0, 0], &v[0, 0, 0], Hkv * hd, n_keys, hd, group,
-                                   g0, g1, scale, scores + threadid() * per_thread, &out[i, 0, 0])
-            else:
-                os_attention_heads_bf16kv(&q[i, 0, 0], &k[0, 0, 0], &v[0, 0, 0], Hkv * hd, n_keys, hd,
-                                          group, g0, g1, scale, scores + threadid() * per_thread,
-                                          &out[i, 0, 0])
-            if to_bf16:
-                os_round_bf16(&out[i, g0 * group, 0], &out[i, g0 * group, 0], (g1 - g0) * group * hd)
-    finally:
-        free(scores)
+    with nogil:
+        rc = _attention_rows(&q[0, 0, 0], &k[0, 0, 0], &v[0, 0, 0], kv_t is not float, q.shape[0], q.shape[1],
+                             q.shape[2], k.shape[0], k.shape[1], causal_offset, scale, &out[0, 0, 0],
+                             n_threads, to_bf16)
+    if rc:
+        raise MemoryError(f"attention needs {n_threads} x {q.shape[1]} x {k.shape[0]} float32 scores")
 
 
 # ---- fused attention for many queries ----------------------------------------------------
@@ -541,3 +567,174 @@ def attention_fused(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
         free(kp)
         free(vp)
         free(scratch)
+
+
+# ---- one decode step through a decoder layer -------------------------------------------
+
+cdef class DecoderLayer:
+    """One token through a pre-norm decoder layer (Qwen3's) in a single call.
+
+    The same operators as the op-by-op path, in the same order, over the same
+    kernels and thread splits, so every value is bit-identical to it: input RMS
+    norm, q/k/v in one GEMV region, per-head q/k RMS norms, rotary positions,
+    the new key/value into the cache, attention over the cache, o projection
+    and residual, post-attention RMS norm, gate/up, SwiGLU, down and residual.
+    to_bf16 rounds every operator's output as the ops' round_to_bf16 does.
+    What a call saves is the ~20 Python-level operator calls per layer (and
+    their allocations) that cost more than the arithmetic around a GEMV.
+
+    The matrices' and norm weights' buffers are held (``_keep``) for the
+    object's life; the pointers below point into them.
+    """
+
+    cdef object _keep
+    cdef const void *_w[7]   # q, k, v, o, gate, up, down: (N, K) float32 or bf16 bits
+    cdef os_idx _rows[7]
+    cdef bint _bf16_weights
+    cdef const float *_norm[4]  # input, post-attention (D,); q, k (head_dim,)
+    cdef readonly os_idx hidden_size, n_heads, n_kv_heads, head_dim, intermediate_size
+    cdef float _eps
+
+    def __init__(self, tuple matrices, tuple norms, os_idx n_heads, os_idx n_kv_heads, os_idx head_dim,
+                 float eps):
+        cdef os_idx cols[7]
+        cdef const float[::1] nv
+        cdef int i
+        if len(matrices) != 7 or len(norms) != 4:
+            raise ValueError("a decoder layer takes 7 matrices (q, k, v, o, gate, up, down) and 4 norm weights")
+        if len({m.dtype for m in matrices}) != 1:
+            raise ValueError("the layer's matrices mix dtypes; give all float32 or all uint16 (bf16)")
+        if n_heads < 1 or n_kv_heads < 1 or n_heads % n_kv_heads or head_dim < 2 or head_dim % 2:
+            raise ValueError(f"n_heads={n_heads}, n_kv_heads={n_kv_heads}, head_dim={head_dim}: expected "
+                             "n_heads a multiple of n_kv_heads and an even head_dim")
+        self._keep = (matrices, norms)
+        self._bf16_weights = matrices[0].dtype.itemsize == 2
+        for i in range(7):
+            self._w[i] = _matrix_data(matrices[i], &self._rows[i], &cols[i])
+        D, I = cols[0], self._rows[4]
+        expected = [(n_heads * head_dim, D), (n_kv_heads * head_dim, D), (n_kv_heads * head_dim, D),
+                    (D, n_heads * head_dim), (I, D), (I, D), (D, I)]
+        for i in range(7):
+            if (self._rows[i], cols[i]) != expected[i]:
+                raise ValueError(f"matrix {i} (q, k, v, o, gate, up, down) has shape {(self._rows[i], cols[i])}; "
+                                 f"expected {expected[i]}")
+        for i in range(4):
+            nv = norms[i]
+            if nv.shape[0] != (D if i < 2 else head_dim):
+                raise ValueError(f"norm weight {i} (input, post-attention, q, k) has {nv.shape[0]} values; "
+                                 f"expected {D if i < 2 else head_dim}")
+            self._norm[i] = &nv[0]
+        self.hidden_size, self.n_heads, self.n_kv_heads = D, n_heads, n_kv_heads
+        self.head_dim, self.intermediate_size = head_dim, I
+        self._eps = eps
+
+    def step(self,
+             float[::1] hidden,         # IN/OUT (D,) the residual stream, updated in place
+             kv_t[:, :, ::1] k_cache,   # IN/OUT (capacity, n_kv_heads, head_dim): row pos is written
+             kv_t[:, :, ::1] v_cache,   # IN/OUT (capacity, n_kv_heads, head_dim)
+             Py_ssize_t pos,            # the token's position; keys 0..pos are attended
+             const float[::1] cos,      # IN  (head_dim,) rotary table row of pos
+             const float[::1] sin,      # IN  (head_dim,)
+             float scale,
+             int n_threads,
+             bint to_bf16=False):
+        cdef os_idx D = self.hidden_size, H = self.n_heads, Hkv = self.n_kv_heads, hd = self.head_dim
+        cdef os_idx I = self.intermediate_size, qn = H * hd, kn = Hkv * hd, i
+        cdef float eps = self._eps
+        cdef float *buf
+        cdef float *x
+        cdef float *q
+        cdef float *k
+        cdef float *v
+        cdef float *qr
+        cdef float *kr
+        cdef float *att
+        cdef float *o
+        cdef float *gate
+        cdef float *up
+        cdef float *act
+        cdef float *h = &hidden[0]
+        cdef const void *ws[3]
+        cdef float *ys[3]
+        cdef os_idx rows[3]
+        cdef int rc = 0
+        if hidden.shape[0] != D or cos.shape[0] != hd or sin.shape[0] != hd:
+            raise ValueError(f"hidden has {hidden.shape[0]} values, cos {cos.shape[0]}, sin {sin.shape[0]}; "
+                             f"expected {D}, {hd}, {hd}")
+        if (k_cache.shape[1] != Hkv or k_cache.shape[2] != hd or v_cache.shape[0] != k_cache.shape[0]
+                or v_cache.shape[1] != Hkv or v_cache.shape[2] != hd):
+            raise ValueError(f"caches of shape {(k_cache.shape[0], k_cache.shape[1], k_cache.shape[2])} and "
+                             f"{(v_cache.shape[0], v_cache.shape[1], v_cache.shape[2])}; "
+                             f"expected (capacity, {Hkv}, {hd}) each")
+        if not 0 <= pos < k_cache.shape[0]:
+            raise ValueError(f"position {pos} is outside the cache's 0..{k_cache.shape[0] - 1}")
+        buf = <float *> malloc((2 * D + 3 * qn + 3 * kn + 3 * I + 1) * sizeof(float))
+        if buf == NULL:
+            raise MemoryError("a decoder layer step needs its activations' scratch")
+        x, q = buf, buf + D
+        k, v = q + qn, q + qn + kn
+        qr, kr = v + kn, v + kn + qn
+        att, o = kr + kn, kr + kn + qn
+        gate, up = o + D, o + D + I
+        act = up + I
+        with nogil:
+            # attention block
+            os_rms_norm_row(h, self._norm[0], eps, x, D)
+            if to_bf16:
+                os_round_bf16(x, x, D)
+            ws[0], ws[1], ws[2] = self._w[0], self._w[1], self._w[2]
+            ys[0], ys[1], ys[2] = q, k, v
+            rows[0], rows[1], rows[2] = self._rows[0], self._rows[1], self._rows[2]
+            rc = _gemv_many(x, ws, self._bf16_weights, ys, rows, 3, D, n_threads, to_bf16)
+            if rc == 0:
+                for i in range(H):
+                    os_rms_norm_row(q + i * hd, self._norm[2], eps, q + i * hd, hd)
+                    if to_bf16:
+                        os_round_bf16(q + i * hd, q + i * hd, hd)
+                for i in range(Hkv):
+                    os_rms_norm_row(k + i * hd, self._norm[3], eps, k + i * hd, hd)
+                    if to_bf16:
+                        os_round_bf16(k + i * hd, k + i * hd, hd)
+                os_rope_token(q, &cos[0], &sin[0], qr, H, hd)
+                os_rope_token(k, &cos[0], &sin[0], kr, Hkv, hd)
+                if to_bf16:
+                    os_round_bf16(qr, qr, qn)
+                    os_round_bf16(kr, kr, kn)
+                if kv_t is float:
+                    memcpy(&k_cache[pos, 0, 0], kr, kn * sizeof(float))
+                    memcpy(&v_cache[pos, 0, 0], v, kn * sizeof(float))
+                else:
+                    os_f32_to_bf16(kr, &k_cache[pos, 0, 0], kn)
+                    os_f32_to_bf16(v, &v_cache[pos, 0, 0], kn)
+                rc = _attention_rows(qr, &k_cache[0, 0, 0], &v_cache[0, 0, 0], kv_t is not float, 1, H, hd,
+                                     pos + 1, Hkv, pos, scale, att, n_threads, to_bf16)
+            if rc == 0:
+                ws[0], ys[0], rows[0] = self._w[3], o, self._rows[3]
+                rc = _gemv_many(att, ws, self._bf16_weights, ys, rows, 1, qn, n_threads, to_bf16)
+            if rc == 0:
+                for i in range(D):
+                    h[i] = h[i] + o[i]
+                if to_bf16:
+                    os_round_bf16(h, h, D)
+                # MLP block
+                os_rms_norm_row(h, self._norm[1], eps, x, D)
+                if to_bf16:
+                    os_round_bf16(x, x, D)
+                ws[0], ws[1] = self._w[4], self._w[5]
+                ys[0], ys[1] = gate, up
+                rows[0], rows[1] = self._rows[4], self._rows[5]
+                rc = _gemv_many(x, ws, self._bf16_weights, ys, rows, 2, D, n_threads, to_bf16)
+            if rc == 0:
+                os_swiglu(gate, up, act, I)
+                if to_bf16:
+                    os_round_bf16(act, act, I)
+                ws[0], ys[0], rows[0] = self._w[6], o, self._rows[6]
+                rc = _gemv_many(act, ws, self._bf16_weights, ys, rows, 1, I, n_threads, to_bf16)
+            if rc == 0:
+                for i in range(D):
+                    h[i] = h[i] + o[i]
+                if to_bf16:
+                    os_round_bf16(h, h, D)
+        free(buf)
+        if rc:
+            raise MemoryError("a decoder layer step could not allocate its GEMV or attention scratch")

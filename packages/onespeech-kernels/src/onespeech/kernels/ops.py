@@ -664,3 +664,96 @@ def argmax(x: np.ndarray) -> int:
     if x.size == 0:
         raise ValueError("argmax of an empty vector")
     return _ref.argmax(x)
+
+
+# fused decode step --------------------------------------------------------------------
+
+
+class DecoderLayer:
+    """One token through a pre-norm decoder layer (Qwen3's) in a single compiled call.
+
+    Runs, in this order and over the same kernels and thread splits as the ops
+    above: input RMS norm; q, k, v (`linear_many`); per-head q and k RMS norms;
+    `rope`; the new key and value into row ``pos`` of the caches (as bfloat16
+    bits when the caches are uint16); `attention` over keys ``0..pos``; o and
+    the residual; post-attention RMS norm; gate and up; `swiglu`; down and the
+    residual. Every value equals that op-by-op computation bit for bit. A decode
+    step calls about 20 ops per layer, each costing a few microseconds of Python
+    and allocation around a little arithmetic; this makes it one call.
+
+    Build it with `decoder_layer`, which returns None where no compiled kernels
+    are loaded (the caller then runs the ops one by one).
+    """
+
+    def __init__(self, kernel: object) -> None:
+        self._kernel = kernel
+
+    def step(
+        self,
+        hidden: np.ndarray,
+        k_cache: np.ndarray,
+        v_cache: np.ndarray,
+        pos: int,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        scale: float,
+        *,
+        round_to_bf16: bool = False,
+    ) -> None:
+        """Advance the residual stream of one token through the layer, in place.
+
+        Parameters
+        ----------
+        hidden : ndarray[float32], shape (hidden_size,), C-contiguous, writable
+            The token's residual stream; replaced by the layer's output.
+        k_cache, v_cache : ndarray[float32 | uint16 (bf16)], shape (capacity, n_kv_heads, head_dim)
+            One dtype; row ``pos`` receives the token's key and value.
+        pos : int, 0 <= pos < capacity
+            The token's position: keys ``0..pos`` are attended.
+        cos, sin : ndarray[float32], shape (head_dim,)
+            The rotary table rows of ``pos``.
+        scale : float
+            Multiplies q . k (usually head_dim ** -0.5).
+        round_to_bf16 : bool
+            Round every operator's output to bfloat16 values (BF16 precision).
+        """
+        self._kernel.step(hidden, k_cache, v_cache, pos, cos, sin, scale, get_threads(), round_to_bf16)
+
+
+def decoder_layer(
+    matrices: tuple[np.ndarray, ...],
+    norms: tuple[np.ndarray, ...],
+    *,
+    n_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
+    eps: float,
+) -> DecoderLayer | None:
+    """A fused `DecoderLayer` over one layer's weights, or None without compiled kernels.
+
+    Parameters
+    ----------
+    matrices : 7 ndarrays[float32 | uint16 (bf16)], one dtype
+        q (n_heads * head_dim, D), k and v (n_kv_heads * head_dim, D),
+        o (D, n_heads * head_dim), gate and up (I, D), down (D, I).
+    norms : 4 ndarrays[float32 | uint16 (bf16)]
+        input and post-attention RMS norm weights (D,), q and k norm weights (head_dim,).
+    n_heads, n_kv_heads, head_dim : int
+        n_heads a multiple of n_kv_heads, head_dim even.
+    eps : float
+        The RMS norms' epsilon.
+
+    Returns
+    -------
+    DecoderLayer or None
+    """
+    if _kernels is None:
+        return None
+    mats = tuple(_weight(f"matrices[{i}]", m) for i, m in enumerate(matrices))
+    vecs = tuple(_weight(f"norms[{i}]", v) for i, v in enumerate(norms))
+    for i, m in enumerate(mats):
+        _ndim(f"matrices[{i}]", m, 2, "(N, K)")
+    for i, v in enumerate(vecs):
+        _ndim(f"norms[{i}]", v, 1, "(D,)")
+    vecs = tuple(_f32(v) for v in vecs)
+    return DecoderLayer(_kernels.DecoderLayer(mats, vecs, n_heads, n_kv_heads, head_dim, _eps(eps)))

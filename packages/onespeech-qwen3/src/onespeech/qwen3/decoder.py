@@ -120,6 +120,8 @@ class Qwen3Decoder:
         # bf16 activations make k/v bf16 values, so the cache can hold their bits
         self._bf16_cache = bf16_activations
         self._cache: KVCache | None = None
+        # one-token steps run each layer as one compiled call (None: op by op)
+        self._fused = self._fused_layers()
 
     # -- building blocks ---------------------------------------------------------------
 
@@ -142,6 +144,26 @@ class Qwen3Decoder:
             self._cache = KVCache(self.dims, capacity, self._bf16_cache)
         self._cache.reset()
         return self._cache
+
+    def _fused_layers(self) -> list[ops.DecoderLayer] | None:
+        d, w = self.dims, self._w
+        matrices = [f"self_attn.{m}_proj" for m in "qkvo"] + [f"mlp.{m}_proj" for m in ("gate", "up", "down")]
+        norms = ["input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"]
+        layers = []
+        for layer in range(d.num_layers):
+            p = f"layers.{layer}."
+            fused = ops.decoder_layer(
+                tuple(w[f"{p}{m}.weight"] for m in matrices),
+                tuple(w[f"{p}{m}.weight"] for m in norms),
+                n_heads=d.num_heads,
+                n_kv_heads=d.num_kv_heads,
+                head_dim=d.head_dim,
+                eps=d.rms_norm_eps,
+            )
+            if fused is None:
+                return None
+            layers.append(fused)
+        return layers
 
     def release(self) -> None:
         """Drop the cache plan."""
@@ -173,9 +195,17 @@ class Qwen3Decoder:
         hidden = np.ascontiguousarray(embeds, dtype=np.float32)
         if self._bf16:  # into a new array: the caller's embeddings are never rounded in place
             hidden = ops.round_bf16(hidden)
+        fused = self._fused if n == 1 else None
+        if fused is not None and not self._bf16:
+            hidden = hidden.copy()  # the fused step updates it in place
+        scale = self.dims.head_dim**-0.5
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)
-            hidden = self._layer(hidden, layer, cache, pos, cos, sin)
+            if fused is not None:  # the same values as _layer, in one call
+                k, v = cache.k[layer], cache.v[layer]
+                fused[layer].step(hidden[0], k, v, pos, cos[0], sin[0], scale, round_to_bf16=self._bf16)
+            else:
+                hidden = self._layer(hidden, layer, cache, pos, cos, sin)
         cache.length = pos + n
         return ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps, round_to_bf16=self._bf16)
 
