@@ -571,6 +571,23 @@ def attention_fused(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
 
 # ---- one decode step through a decoder layer -------------------------------------------
 
+cdef inline void _rms_norm_rounded(const float *x, const float *w, float eps, float *y, os_idx n,
+                                   bint to_bf16) noexcept nogil:
+    """y = rms_norm(x) (y may be x), bfloat16-rounded if to_bf16: the ops' rms_norm on one row."""
+    os_rms_norm_row(x, w, eps, y, n)
+    if to_bf16:
+        os_round_bf16(y, y, n)
+
+
+cdef inline void _add_rounded(float *h, const float *o, os_idx n, bint to_bf16) noexcept nogil:
+    """h += o, bfloat16-rounded if to_bf16: a residual sum."""
+    cdef os_idx i
+    for i in range(n):
+        h[i] = h[i] + o[i]
+    if to_bf16:
+        os_round_bf16(h, h, n)
+
+
 cdef class DecoderLayer:
     """One token through a pre-norm decoder layer (Qwen3's) in a single call.
 
@@ -654,9 +671,7 @@ cdef class DecoderLayer:
         cdef float *up
         cdef float *act
         cdef float *h = &hidden[0]
-        cdef const void *ws[3]
         cdef float *ys[3]
-        cdef os_idx rows[3]
         cdef int rc = 0
         if hidden.shape[0] != D or cos.shape[0] != hd or sin.shape[0] != hd:
             raise ValueError(f"hidden has {hidden.shape[0]} values, cos {cos.shape[0]}, sin {sin.shape[0]}; "
@@ -678,23 +693,15 @@ cdef class DecoderLayer:
         gate, up = o + D, o + D + I
         act = up + I
         with nogil:
-            # attention block
-            os_rms_norm_row(h, self._norm[0], eps, x, D)
-            if to_bf16:
-                os_round_bf16(x, x, D)
-            ws[0], ws[1], ws[2] = self._w[0], self._w[1], self._w[2]
+            # attention block: q, k, v share the normed row
+            _rms_norm_rounded(h, self._norm[0], eps, x, D, to_bf16)
             ys[0], ys[1], ys[2] = q, k, v
-            rows[0], rows[1], rows[2] = self._rows[0], self._rows[1], self._rows[2]
-            rc = _gemv_many(x, ws, self._bf16_weights, ys, rows, 3, D, n_threads, to_bf16)
+            rc = _gemv_many(x, &self._w[0], self._bf16_weights, ys, &self._rows[0], 3, D, n_threads, to_bf16)
             if rc == 0:
                 for i in range(H):
-                    os_rms_norm_row(q + i * hd, self._norm[2], eps, q + i * hd, hd)
-                    if to_bf16:
-                        os_round_bf16(q + i * hd, q + i * hd, hd)
+                    _rms_norm_rounded(q + i * hd, self._norm[2], eps, q + i * hd, hd, to_bf16)
                 for i in range(Hkv):
-                    os_rms_norm_row(k + i * hd, self._norm[3], eps, k + i * hd, hd)
-                    if to_bf16:
-                        os_round_bf16(k + i * hd, k + i * hd, hd)
+                    _rms_norm_rounded(k + i * hd, self._norm[3], eps, k + i * hd, hd, to_bf16)
                 os_rope_token(q, &cos[0], &sin[0], qr, H, hd)
                 os_rope_token(k, &cos[0], &sin[0], kr, Hkv, hd)
                 if to_bf16:
@@ -709,32 +716,24 @@ cdef class DecoderLayer:
                 rc = _attention_rows(qr, &k_cache[0, 0, 0], &v_cache[0, 0, 0], kv_t is not float, 1, H, hd,
                                      pos + 1, Hkv, pos, scale, att, n_threads, to_bf16)
             if rc == 0:
-                ws[0], ys[0], rows[0] = self._w[3], o, self._rows[3]
-                rc = _gemv_many(att, ws, self._bf16_weights, ys, rows, 1, qn, n_threads, to_bf16)
+                ys[0] = o
+                rc = _gemv_many(att, &self._w[3], self._bf16_weights, ys, &self._rows[3], 1, qn, n_threads,
+                                to_bf16)
             if rc == 0:
-                for i in range(D):
-                    h[i] = h[i] + o[i]
-                if to_bf16:
-                    os_round_bf16(h, h, D)
+                _add_rounded(h, o, D, to_bf16)
                 # MLP block
-                os_rms_norm_row(h, self._norm[1], eps, x, D)
-                if to_bf16:
-                    os_round_bf16(x, x, D)
-                ws[0], ws[1] = self._w[4], self._w[5]
+                _rms_norm_rounded(h, self._norm[1], eps, x, D, to_bf16)
                 ys[0], ys[1] = gate, up
-                rows[0], rows[1] = self._rows[4], self._rows[5]
-                rc = _gemv_many(x, ws, self._bf16_weights, ys, rows, 2, D, n_threads, to_bf16)
+                rc = _gemv_many(x, &self._w[4], self._bf16_weights, ys, &self._rows[4], 2, D, n_threads, to_bf16)
             if rc == 0:
                 os_swiglu(gate, up, act, I)
                 if to_bf16:
                     os_round_bf16(act, act, I)
-                ws[0], ys[0], rows[0] = self._w[6], o, self._rows[6]
-                rc = _gemv_many(act, ws, self._bf16_weights, ys, rows, 1, I, n_threads, to_bf16)
+                ys[0] = o
+                rc = _gemv_many(act, &self._w[6], self._bf16_weights, ys, &self._rows[6], 1, I, n_threads,
+                                to_bf16)
             if rc == 0:
-                for i in range(D):
-                    h[i] = h[i] + o[i]
-                if to_bf16:
-                    os_round_bf16(h, h, D)
+                _add_rounded(h, o, D, to_bf16)
         free(buf)
         if rc:
             raise MemoryError("a decoder layer step could not allocate its GEMV or attention scratch")
