@@ -53,12 +53,16 @@ def answer(recognizer: Qwen3Recognizer, text: str) -> Generation:
         ({"max_new_tokens": True}, "outside 1..4096"),
         ({"threads": 0}, "threads=0"),
         ({"encoder_attention": "sliding"}, "encoder_attention"),
-        ({"precision": "fp32"}, "Precision.FLOAT32"),
+        ({"precision": "int8"}, "Precision.FLOAT32"),
     ],
 )
 def test_bad_options_are_refused(kwargs, match) -> None:
     with pytest.raises(ValueError, match=match):
         Qwen3Options(**kwargs)
+
+
+def test_precision_strings_are_parsed() -> None:
+    assert Qwen3Options(precision="bf16").precision is Precision.BFLOAT16
 
 
 def test_option_defaults() -> None:

@@ -24,7 +24,6 @@ from onespeech.qwen3.catalog import entry_from_data
 from onespeech.qwen3.resolve import (
     PublisherFilesMissingError,
     install_record_name,
-    normalize_precision,
     resolve,
 )
 
@@ -261,18 +260,6 @@ def test_resolve_by_id_with_custom_catalog_dir(home, server, tiny_repo, tmp_path
     monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
     runtime = resolve(REPO, catalog_dir=tmp_path / "cat", progress=False, converter=CountingConverter())
     assert (runtime / install_record_name("fp32")).is_file()
-
-
-def test_precision_names():
-    import enum
-
-    class Precision(enum.Enum):
-        FP32 = "float32"
-        BFLOAT16 = "bfloat16"
-
-    assert normalize_precision(Precision.BFLOAT16) == "bf16" and normalize_precision("FP32") == "fp32"
-    with pytest.raises(ValueError, match="'fp32'"):
-        normalize_precision("int8")
 
 
 def test_local_publisher_directory(home, tiny_repo, tmp_path):

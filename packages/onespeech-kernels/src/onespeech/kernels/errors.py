@@ -9,9 +9,20 @@ keep working), and a file in our tensor format that fails validation
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 
-__all__ = ["ConversionInProgressError", "ModelIntegrityError", "TensorFileError"]
+__all__ = [
+    "ConversionInProgressError",
+    "DownloadError",
+    "ModelIntegrityError",
+    "ObjectClosedError",
+    "OfflineModeError",
+    "OperationCancelledError",
+    "RemoteFileNotFoundError",
+    "TensorFileError",
+    "UnsafeFileNameError",
+]
 
 
 class ModelIntegrityError(Exception):
@@ -63,3 +74,32 @@ class ConversionInProgressError(OSError):
 
     def __reduce__(self):
         return (type(self), (self.directory, self.holder))
+
+
+class OperationCancelledError(concurrent.futures.CancelledError):
+    """The caller's cancellation signal was set; the operation stopped without a result.
+
+    The base of every cancellation error in OneSpeech (recognition, alignment,
+    downloads), so one ``except`` catches them all; it is also a
+    ``concurrent.futures.CancelledError``.
+    """
+
+
+class ObjectClosedError(ValueError):
+    """A method was called on an object after its ``close()`` (as with a closed file)."""
+
+
+class DownloadError(OSError):
+    """A download failed (network, timeout, HTTP error) after all retries."""
+
+
+class RemoteFileNotFoundError(DownloadError):
+    """The remote answered 404/410 for a file: wrong endpoint, repository, revision or name."""
+
+
+class OfflineModeError(FileNotFoundError):
+    """Offline mode is on and the cache lacks files that would have to be downloaded."""
+
+
+class UnsafeFileNameError(ValueError):
+    """A file name (from a catalog, a remote index or a manifest) could escape its directory."""

@@ -31,7 +31,12 @@ import requests
 from tqdm import tqdm
 
 from onespeech.kernels import __version__
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.errors import (
+    DownloadError,
+    ModelIntegrityError,
+    OfflineModeError,
+    RemoteFileNotFoundError,
+)
 from onespeech.kernels.store import (
     FileDigest,
     UnsafeFileNameError,
@@ -63,18 +68,6 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _CHUNK = 1 << 16
 _TRUE = {"1", "true", "yes", "on"}
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
-
-
-class DownloadError(OSError):
-    """A download failed (network, timeout, HTTP error) after all retries."""
-
-
-class RemoteFileNotFoundError(DownloadError):
-    """The remote answered 404/410 for a file: wrong endpoint, repository, revision or name."""
-
-
-class OfflineModeError(FileNotFoundError):
-    """Offline mode is on and the cache lacks files that would have to be downloaded."""
 
 
 @dataclass(frozen=True)

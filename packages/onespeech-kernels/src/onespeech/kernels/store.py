@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.errors import ModelIntegrityError, UnsafeFileNameError
 from onespeech.kernels.lock import pid_alive
 
 MANIFEST_NAME = "manifest.json"
@@ -46,10 +46,6 @@ _HASH_BLOCK = 1 << 20  # 1 MiB reads: large enough for hashlib to run at memory 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _REPO_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class UnsafeFileNameError(ValueError):
-    """A file name (from a catalog, a remote index or a manifest) could escape its directory."""
 
 
 # -- locations ---------------------------------------------------------------

@@ -5,13 +5,14 @@
 ...     transcript = rec.transcribe(pcm_16k_mono, "en")
 """
 
+from onespeech.kernels.precision import Precision
 from onespeech.qwen3.errors import (
     ContextError,
     MaxNewTokensError,
     RecognitionCancelled,
     UnsupportedLanguageError,
 )
-from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3.recognizer import Qwen3Options, Qwen3Recognizer
 from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
 
 __version__ = "0.1.0"

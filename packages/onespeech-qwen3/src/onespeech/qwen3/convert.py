@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import sha256_file, write_manifest
 from onespeech.kernels.tensorfile import write_tensor_file
 from onespeech.qwen3.config import EMBED_NAME, LM_HEAD_NAME, Qwen3Config, load_config
@@ -54,7 +55,6 @@ __all__ = [
     "convert",
     "expected_tensors",
     "manifest_name",
-    "normalize_precision",
 ]
 
 CONVERTER_VERSION = 1
@@ -72,29 +72,13 @@ EXTENSION = ".ost"
 COPIED_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "chat_template.json",
                 "tokenizer_config.json", "vocab.json", "merges.txt")  # fmt: skip
 REQUIRED_COPIED = ("config.json",)
-_PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
-
-
 class ConversionError(ModelIntegrityError, ValueError):
     """The publisher files cannot be converted (missing/extra tensor, wrong shape or dtype)."""
 
 
-def normalize_precision(precision: Any) -> str:
-    """``"fp32"`` or ``"bf16"`` from a string or an enum member (its value or name)."""
-    candidates = [precision]
-    value = getattr(precision, "value", None)
-    name = getattr(precision, "name", None)
-    candidates += [c for c in (value, name) if c is not None]
-    for candidate in candidates:
-        key = str(candidate).lower().replace("-", "").replace("_", "")
-        if key in _PRECISION_ALIASES:
-            return _PRECISION_ALIASES[key]
-    raise ValueError(f"precision {precision!r} is not supported; allowed: fp32 (float32), bf16 (bfloat16)")
-
-
-def manifest_name(precision: Any) -> str:
+def manifest_name(precision: Precision | str) -> str:
     """The manifest of one precision, e.g. ``manifest.fp32.json``."""
-    return f"manifest.{normalize_precision(precision)}.json"
+    return f"manifest.{Precision.parse(precision).value}.json"
 
 
 def expected_tensors(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
@@ -235,7 +219,7 @@ def _digests(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
 def convert(
     publisher_dir: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
-    precision: Any = "fp32",
+    precision: Precision | str = Precision.FLOAT32,
     *,
     revision: str | None = None,
 ) -> list[str]:
@@ -267,7 +251,7 @@ def convert(
     ConfigError, SafetensorsError
         Unreadable configuration or weights.
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     source, out = Path(publisher_dir), Path(out_dir)
     config = load_config(source)
     sources = weight_files(source)

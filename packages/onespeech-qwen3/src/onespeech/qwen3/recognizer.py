@@ -15,7 +15,6 @@ stay None: no timing model is ever loaded here.
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import numpy as np
 
 from onespeech.features import log_mel_spectrogram, validate_pcm
 from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3.decoder import Generation, Qwen3Decoder
 from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
@@ -40,13 +40,6 @@ MAX_CHUNK_SAMPLES = 30 * SAMPLE_RATE  # one recognition sees at most 30 s
 _CHARACTER_LANGUAGES = frozenset({"zh", "yue", "ja"})
 
 
-class Precision(enum.Enum):
-    """Weight storage and activation arithmetic of the runtime graphs."""
-
-    FLOAT32 = "fp32"  # bf16 tensors expanded exactly; float32 activations
-    BFLOAT16 = "bf16"  # bf16 storage, activations rounded to bf16 at op boundaries, f32 accumulation
-
-
 @dataclass(frozen=True)
 class Qwen3Options:
     """Options of a Qwen3Recognizer.
@@ -56,7 +49,7 @@ class Qwen3Options:
     context : str | None
         System-context prompt for biasing; at most 4096 token ids, special tokens refused.
     precision : Precision
-        FLOAT32 (default) or BFLOAT16.
+        FLOAT32 (default) or BFLOAT16; the strings "fp32" and "bf16" are accepted.
     threads : int | None
         Threads for BLAS and kernels; None: OMP_NUM_THREADS, else the CPUs available.
     max_new_tokens : int
@@ -75,8 +68,7 @@ class Qwen3Options:
     def __post_init__(self) -> None:
         if self.context is not None and not isinstance(self.context, str):
             raise TypeError(f"context must be a string or None, not {type(self.context).__name__}")
-        if not isinstance(self.precision, Precision):
-            raise ValueError(f"precision={self.precision!r}; use Precision.FLOAT32 or Precision.BFLOAT16")
+        object.__setattr__(self, "precision", Precision.parse(self.precision))
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads={self.threads!r}; use an int >= 1 or None for the default")
         _check_max_new_tokens(self.max_new_tokens)

@@ -35,13 +35,13 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
 from onespeech.kernels.lock import DirectoryLock
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import (
     STAMP_NAME,
     FileDigest,
@@ -68,14 +68,12 @@ __all__ = [
     "fetch_publisher",
     "install_record_name",
     "model_dir",
-    "normalize_precision",
     "resolve",
 ]
 
 # (publisher_dir, staging_dir, precision "fp32"|"bf16") -> None; writes runtime files into staging
 Converter = Callable[[Path, Path, str], Any]
 
-_PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "binary32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
 RECORD_PREFIX = "install."
 PUBLISHER_DIR, RUNTIME_DIR = "publisher", "runtime"
 INDEX_NAME = "model.safetensors.index.json"
@@ -85,21 +83,9 @@ class PublisherFilesMissingError(FileNotFoundError):
     """A BF16 conversion needs publisher files that are not in the cache (it never downloads)."""
 
 
-def normalize_precision(precision: str | Enum) -> str:
-    """``"fp32"`` or ``"bf16"`` from a string or a ``Precision`` enum member (name or value)."""
-    candidates = [precision]
-    if isinstance(precision, Enum):
-        candidates = [precision.value, precision.name]
-    for c in candidates:
-        key = str(c).lower().replace("-", "").replace("_", "")
-        if key in _PRECISION_ALIASES:
-            return _PRECISION_ALIASES[key]
-    raise ValueError(f"precision {precision!r} is not supported; use 'fp32' (float32) or 'bf16' (bfloat16)")
-
-
-def install_record_name(precision: str | Enum) -> str:
+def install_record_name(precision: Precision | str) -> str:
     """The install record of one precision in a runtime directory, e.g. ``install.fp32.json``."""
-    return f"{RECORD_PREFIX}{normalize_precision(precision)}.json"
+    return f"{RECORD_PREFIX}{Precision.parse(precision).value}.json"
 
 
 def default_converter(publisher_dir: Path, staging_dir: Path, precision: str, revision: str | None = None) -> None:
@@ -118,7 +104,7 @@ def _converter_manifest(precision: str) -> str:
 # -- entry point -------------------------------------------------------------------
 def resolve(
     model: str | os.PathLike[str] | CatalogEntry,
-    precision: str | Enum = "fp32",
+    precision: Precision | str = Precision.FLOAT32,
     *,
     offline: bool | None = None,
     progress: bool | None = None,
@@ -162,7 +148,7 @@ def resolve(
     DownloadError
         The network failed after retries.
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     options = fetch_options or FetchOptions()
     options = FetchOptions(**{**options.__dict__, "offline": offline if offline is not None else options.offline,
                               "progress": progress if progress is not None else options.progress})  # fmt: skip
