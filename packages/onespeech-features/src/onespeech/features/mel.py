@@ -142,7 +142,19 @@ def mel_filters() -> np.ndarray:
     8000 Hz, evaluated at the 201 FFT bin frequencies and area-normalised (2 / band
     width), as transformers' ``mel_filter_bank(norm="slaney", mel_scale="slaney")``.
     """
-    mel_points = np.linspace(_hz_to_mel(0.0), _hz_to_mel(8000.0), N_MELS + 2)
+    return slaney_mel_filters(N_MELS)
+
+
+@functools.cache
+def slaney_mel_filters(n_mels: int) -> np.ndarray:
+    """Slaney-scale, Slaney-normalised mel filters for a 400-point FFT at 16 kHz, (201, n_mels).
+
+    The bank of :func:`mel_filters` with any number of bands (``librosa.filters.mel``
+    with ``sr=16000, n_fft=400`` and its defaults, in float64); read-only.
+    """
+    if not (isinstance(n_mels, int) and 0 < n_mels <= N_FREQS):
+        raise ValueError(f"n_mels must be an integer in 1..{N_FREQS}, got {n_mels!r}")
+    mel_points = np.linspace(_hz_to_mel(0.0), _hz_to_mel(8000.0), n_mels + 2)
     hz_points = _mel_to_hz(mel_points)
     fft_freqs = np.linspace(0, SAMPLE_RATE // 2, N_FREQS)
     band_widths = np.diff(hz_points)
