@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.align import Qwen3ForcedAligner
-from onespeech.align.units import spoken_units, written_units
+from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
+from onespeech.qwen3.units import spoken_units, written_units
 
 REL_TOL = 1e-4
 
@@ -36,7 +36,7 @@ def _check_parity(folder: Path, cases: list[dict], threads: int) -> None:
     named = folder / "checkpoint.txt"
     checkpoint = Path(named.read_text(encoding="utf-8").strip()) if named.is_file() else folder / "checkpoint"
     rows, failed = [], []
-    with Qwen3ForcedAligner.load(checkpoint, threads=threads) as aligner:
+    with Qwen3ForcedAligner.load(checkpoint, Qwen3AlignerOptions(threads=threads)) as aligner:
         for case in cases:
             want = np.load(folder / f"{case['name']}.npz")
             got = aligner.timestamp_logits(want["pcm"], case["units"])

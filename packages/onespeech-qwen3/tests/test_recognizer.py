@@ -174,7 +174,7 @@ def test_auto_language_is_parsed_from_the_answer(recognizer, monkeypatch) -> Non
     )
     result = recognizer.transcribe(tone(1.5), language=None)
     assert (result.text, result.language) == ("你好，世界。", "zh")
-    assert [w.text for w in result.words] == ["你", "好，", "世", "界。"]
+    assert [w.text for w in result.words] == ["你", "好", "，", "世", "界", "。"]
 
 
 def test_silence_answer_gives_no_segments(recognizer, monkeypatch) -> None:

@@ -28,7 +28,7 @@ import functools
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
+from onespeech.features.pcm import ALIGNMENT_MAX_SECONDS, CHUNK_SECONDS, SAMPLE_RATE, validate_pcm
 from onespeech.kernels.threads import thread_limit
 
 N_FFT = 400  # 25 ms window at 16 kHz
@@ -36,9 +36,6 @@ HOP_LENGTH = 160  # 10 ms hop
 N_MELS = 128  # feature_size of the pinned preprocessor_config.json
 N_FREQS = N_FFT // 2 + 1  # 201 one-sided bins
 POWER_FLOOR = 1e-10
-CHUNK_SECONDS = 30  # chunk_length of the preprocessor: the public extractor's bound
-MAX_PUBLIC_SAMPLES = CHUNK_SECONDS * SAMPLE_RATE  # 480000
-ALIGNMENT_MAX_SECONDS = 300.0  # the forced aligner's bounded input
 _BLOCK_FRAMES = 256  # frames per FFT batch: the float64 temporaries (~0.8 MB each) stay in cache
 _FILTERS_PER_BAND = 16
 
@@ -63,7 +60,7 @@ def log_mel_spectrogram(pcm: np.ndarray) -> np.ndarray:
         The samples fail ``validate_pcm``, or the input is longer than 30 s
         (``PcmTooLongError``).
     """
-    return log_mel(pcm, max_seconds=CHUNK_SECONDS)
+    return log_mel(pcm, max_seconds=CHUNK_SECONDS)  # chunk_length of the pinned preprocessor
 
 
 def log_mel(pcm: np.ndarray, max_seconds: float = ALIGNMENT_MAX_SECONDS) -> np.ndarray:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from onespeech.features.errors import OnnxFormatError
+
 # onnx.proto field numbers
 _MODEL_GRAPH = 7
 _GRAPH_NODE, _GRAPH_INITIALIZER = 1, 5
@@ -25,10 +27,6 @@ _TENSOR_NAME, _TENSOR_RAW_DATA, _TENSOR_DATA_LOCATION = 8, 9, 14
 _ONNX_DTYPES = {1: np.dtype("<f4"), 6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"), 11: np.dtype("<f8")}
 
 _VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
-
-
-class OnnxFormatError(ValueError):
-    """Bytes that are not a well-formed ONNX protobuf message."""
 
 
 @dataclass

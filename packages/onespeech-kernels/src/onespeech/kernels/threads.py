@@ -30,7 +30,7 @@ from contextlib import contextmanager
 
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["default_threads", "get_threads", "set_threads", "thread_limit"]
+__all__ = ["check_threads", "default_threads", "get_threads", "set_threads", "thread_limit"]
 
 _controller: ThreadpoolController | None = None
 _threads: int | None = None
@@ -52,7 +52,18 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _check(n: object) -> int:
+def check_threads(n: object) -> int:
+    """Return ``n`` if it is a valid thread count (an int >= 1), else raise.
+
+    Every ``threads`` option is checked here (None, the default, is handled by the caller).
+
+    Raises
+    ------
+    TypeError
+        Not an int (bool included).
+    ValueError
+        Less than 1.
+    """
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"threads must be an int >= 1 or None, got {type(n).__name__}")
     if n < 1:
@@ -108,7 +119,7 @@ def set_threads(n: int | None) -> int:
         The thread count now in effect.
     """
     global _threads
-    value = default_threads() if n is None else _check(n)
+    value = default_threads() if n is None else check_threads(n)
     _blas().limit(limits=value, user_api="blas")
     _threads = value
     return value

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onespeech.qwen3.errors import ConfigError
+
 __all__ = [
     "ASR_MODEL_TYPE",
     "ALIGNER_MODEL_TYPE",
@@ -37,10 +39,6 @@ EMBED_NAME = "thinker.model.embed_tokens.weight"
 LM_HEAD_NAME = "thinker.lm_head.weight"
 # generation_config.json of the ASR models: <|endoftext|>, <|im_end|>
 DEFAULT_EOS_TOKEN_IDS = (151643, 151645)
-
-
-class ConfigError(ValueError):
-    """A model configuration file is missing a field or holds a wrong value."""
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import sha256_file, write_manifest
 from onespeech.kernels.tensorfile import write_tensor_file
 from onespeech.qwen3.config import EMBED_NAME, LM_HEAD_NAME, Qwen3Config, load_config
+from onespeech.qwen3.errors import ConversionError
 from onespeech.qwen3.safetensors import Checkpoint, open_checkpoint, weight_files
 
 __all__ = [
@@ -72,8 +72,6 @@ EXTENSION = ".ost"
 COPIED_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "chat_template.json",
                 "tokenizer_config.json", "vocab.json", "merges.txt")  # fmt: skip
 REQUIRED_COPIED = ("config.json",)
-class ConversionError(ModelIntegrityError, ValueError):
-    """The publisher files cannot be converted (missing/extra tensor, wrong shape or dtype)."""
 
 
 def manifest_name(precision: Precision | str) -> str:

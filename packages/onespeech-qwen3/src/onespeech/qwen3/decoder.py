@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from onespeech.kernels import ops
+from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
-from onespeech.qwen3.errors import Cancel, raise_if_cancelled
+from onespeech.qwen3.errors import raise_if_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 

@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from onespeech.kernels import ops
+from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
-from onespeech.qwen3.errors import Cancel, raise_if_cancelled
+from onespeech.qwen3.errors import raise_if_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.qwen3.errors import SafetensorsError
 
 __all__ = [
     "INDEX_NAME",
@@ -56,14 +56,6 @@ DTYPES: dict[str, np.dtype] = {
     "I64": np.dtype("<i8"),
     "BOOL": np.dtype("?"),
 }
-
-
-class SafetensorsError(ModelIntegrityError, ValueError):
-    """A safetensors file or index is malformed.
-
-    A ``ModelIntegrityError`` (the message names the file to remove) and a
-    ``ValueError`` (the input is bad), with ``.path`` and ``.reason``.
-    """
 
 
 @dataclass(frozen=True)
