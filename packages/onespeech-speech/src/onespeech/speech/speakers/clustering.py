@@ -100,7 +100,8 @@ def average_linkage(
         return np.zeros(0, dtype=np.int64)
     merges = linkage(embeddings)
     if n_clusters is None:
-        n_clusters = n - sum(1 for _, _, dist in merges if dist <= threshold)
+        assert threshold is not None
+        n_clusters = n - sum(dist <= threshold for _, _, dist in merges)
     return cut_tree(merges, n, min(n_clusters, n))
 
 

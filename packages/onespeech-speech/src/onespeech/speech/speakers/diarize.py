@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onespeech.features import SileroVad, VadOptions
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.speech.speakers.clustering import average_linkage, estimate_count, relabel_by_first_appearance
 from onespeech.speech.speakers.encoder import SpeakerEncoder
@@ -99,15 +100,13 @@ class Diarizer:
     """The speaker stage over 16 kHz PCM, with a loaded encoder and VAD."""
 
     def __init__(
-        self, encoder: SpeakerEncoder, vad: object, options: DiarizationOptions | None = None
+        self, encoder: SpeakerEncoder, vad: SileroVad, options: DiarizationOptions | None = None
     ) -> None:
         self.encoder = encoder
-        self.vad = vad  # onespeech.features.SileroVad (speech_regions(pcm, options))
+        self.vad = vad
         self.options = options or DiarizationOptions()
 
     def regions(self, pcm: np.ndarray) -> list[tuple[int, int]]:
-        from onespeech.features import VadOptions
-
         found = self.vad.speech_regions(pcm, VadOptions(min_silence_duration_ms=self.options.min_silence_ms))
         return [(r.start, r.end) for r in found if r.end > r.start]
 
@@ -216,7 +215,7 @@ def diarize(
     """
     count = check_speakers(speakers)
     check_cancel(cancel)
-    from onespeech.features import SileroVad, load_audio
+    from onespeech.features import load_audio
     from onespeech.speech.speakers.model import load_speaker_encoder, vad_model_path
 
     pcm = source if isinstance(source, np.ndarray) else load_audio(source)

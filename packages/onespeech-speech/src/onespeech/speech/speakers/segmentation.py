@@ -124,21 +124,21 @@ def split_region(region: RegionPartials, split_similarity: float) -> list[Piece]
     pieces: list[Piece] = []
 
     def examine(start: int, end: int, index: np.ndarray) -> None:
-        best, best_t, best_split = 2.0, None, None
+        best: tuple[float, int, np.ndarray, np.ndarray] | None = None
         starts, ends = region.partial_starts[index], region.partial_ends[index]
         for t in np.unique(starts[1:]):
             left, right = index[ends <= t], index[starts >= t]
             if left.size == 0 or right.size == 0:
                 continue
             sim = float(_unit_mean(region.embeddings[left]) @ _unit_mean(region.embeddings[right]))
-            if sim < best:
-                best, best_t, best_split = sim, int(t), (left, right)
-        if best_t is None or best >= split_similarity:
+            if best is None or sim < best[0]:
+                best = (sim, int(t), left, right)
+        if best is None or best[0] >= split_similarity:
             pieces.append(Piece(start, end, _unit_mean(region.embeddings[index])))
             return
-        left, right = best_split
-        examine(start, best_t, left)
-        examine(best_t, end, right)
+        _, cut, left, right = best
+        examine(start, cut, left)
+        examine(cut, end, right)
 
     examine(region.start, region.end, np.arange(region.partial_starts.shape[0]))
     return pieces
@@ -179,11 +179,11 @@ def resegment_region(
         a, b, _ = runs[shortest]
         left = runs[shortest - 1] if shortest > 0 else None
         right = runs[shortest + 1] if shortest + 1 < len(runs) else None
-        into = (
-            left
-            if right is None or (left is not None and left[1] - left[0] >= right[1] - right[0])
-            else right
-        )
+        if left is None or (right is not None and right[1] - right[0] > left[1] - left[0]):
+            into = right
+        else:
+            into = left
+        assert into is not None  # two or more runs: one neighbour exists
         labels[a:b] = into[2]
         runs = _runs(labels)
     if len(runs) == 1:
