@@ -42,6 +42,10 @@ memory cap counts). The default cap, 1024 MiB of address space, leaves room for
 numpy, soundfile and the compiled kernels (about 400 MiB of mappings); a case
 that must prove a small footprint passes a smaller ``memory_mb``.
 
+Checkpoints: ``tiny_asr_dir`` and ``tiny_aligner_dir`` are tiny seeded checkpoints in
+the publisher's layout (session-wide, never edit them); ``asr_copy`` is a private
+copy of the ASR one's publisher files for a test to damage.
+
 Cases that are safe to run in the test process (a typed error from a small
 input, no allocation worth capping) may do so directly; the subprocess is for
 anything whose failure mode is "unbounded".
@@ -53,14 +57,18 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from onespeech_tools.checkpoints import make_checkpoint
 
 DEFAULT_MEMORY_MB = 1024
 DEFAULT_TIMEOUT_S = 60.0
@@ -175,3 +183,25 @@ def run_bounded(
 def run_case() -> Callable[..., CaseResult]:
     """`run_bounded`: run a case in a subprocess with a memory cap and a time limit."""
     return run_bounded
+
+
+@pytest.fixture(scope="session")
+def tiny_asr_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("hostile-asr"), "tiny", seed=0, kind="asr", data_dir=shared_data)
+
+
+@pytest.fixture(scope="session")
+def tiny_aligner_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("hostile-aligner"), "tiny", seed=7, kind="aligner",
+                           data_dir=shared_data)
+
+
+@pytest.fixture
+def asr_copy(tiny_asr_dir: Path, tmp_path: Path) -> Path:
+    """A private copy of the tiny ASR checkpoint (publisher files only) to edit."""
+    target = tmp_path / "asr"
+    target.mkdir()
+    for item in tiny_asr_dir.iterdir():
+        if item.is_file() and not item.name.startswith(("manifest", "fp32-", "bf16-", "install", ".")):
+            shutil.copyfile(item, target / item.name)
+    return target
