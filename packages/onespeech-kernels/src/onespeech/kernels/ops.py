@@ -249,10 +249,9 @@ def linear(
         if m <= _BF16_GEMV_MAX_ROWS:
             y = np.empty((m, n), np.float32)
             _kernels.linear_bf16(x2, w, bias, y, get_threads(), round_to_bf16)
-        elif (y := _linear_bf16_dot(x2, w, bias)) is not None:
-            _rounded(y, round_to_bf16)
         else:
-            y = _rounded(_linear_bf16_blocked(x2, w, bias), round_to_bf16)
+            dot = _linear_bf16_dot(x2, w, bias)
+            y = _rounded(dot if dot is not None else _linear_bf16_blocked(x2, w, bias), round_to_bf16)
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
         _kernels.linear_f32(x2, w, bias, y, get_threads(), round_to_bf16)
