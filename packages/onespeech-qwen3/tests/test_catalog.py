@@ -85,7 +85,7 @@ def test_vad_runtime_pin_is_reproduced_by_our_converter(shared_data, tmp_path):
     """The one runtime pin reproducible here (the real model is available): converting
     the real silero_vad.onnx must give exactly the pinned bytes. If the tensor-file or
     VAD runtime format changes on purpose, re-pin the file in silero-vad.json."""
-    silero_convert = pytest.importorskip("onespeech.features.silero_convert")
+    from onespeech.features import silero_convert
     pins = get_entry("silero-vad").runtime["fp32"]
     assert pins.status == "pinned"
     ((name, pin),) = pins.files.items()

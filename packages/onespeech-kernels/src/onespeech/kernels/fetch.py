@@ -146,7 +146,7 @@ def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
     return digest
 
 
-def _describe(exc: BaseException, options: FetchOptions) -> str:
+def _describe(exc: BaseException | None, options: FetchOptions) -> str:
     if isinstance(exc, requests.Timeout):
         return (
             f"timed out (connect timeout {options.connect_timeout_s:g} s, "
