@@ -28,13 +28,14 @@ Full size (after ``oracle_asr.py --size 0.6b``)::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from onespeech.kernels.jsonfile import loads_json
 
 TOLERANCE = 1e-4
 EOS_IDS = (151643, 151645)
@@ -142,7 +143,7 @@ def _load_index(observations: Path, folder_name: str, dtype_flag: str) -> dict |
         print(f"error: no observations at {index_path}; run tools/oracles/qwen3-asr/oracle_asr.py "
               f"--out {observations} --size {size}{dtype_flag} first")  # fmt: skip
         return None
-    return json.loads(index_path.read_text(encoding="utf-8"))
+    return loads_json(index_path.read_text(encoding="utf-8"))
 
 
 def _checkpoint(args: argparse.Namespace, index: dict, folder: Path) -> Path:
