@@ -11,7 +11,7 @@ the tests run it over every file.
 
 Schema ``onespeech-catalog/1``::
 
-    {"schema": "onespeech-catalog/1", "id": "Qwen/Qwen3-ASR-0.6B", "kind": "asr"|"aligner"|"vad",
+    {"schema": "onespeech-catalog/1", "id": "Qwen/Qwen3-ASR-0.6B", "kind": "asr"|"aligner"|"vad"|"speaker",
      "license": str, "license_url": str, "provenance": str, "default": bool (optional),
      "source": {"type": "huggingface", "repo": "owner/name", "revision": "<40 hex>",
                 "files": {name: {"size": int|null, "sha256": hex|null, "required": bool,
@@ -37,7 +37,7 @@ from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.store import FileDigest, UnsafeFileNameError, check_relative_name, check_repo_id
 
 SCHEMA = "onespeech-catalog/1"
-KINDS = ("asr", "aligner", "vad")
+KINDS = ("asr", "aligner", "vad", "speaker")
 PRECISIONS = ("fp32", "bf16")
 RUNTIME_STATUSES = ("pinned", "unreproducible", "not-converted")
 CATALOG_DIR = Path(__file__).with_name("catalog")
@@ -100,6 +100,8 @@ class CatalogEntry:
     default: bool = False
     package: str | None = None  # PyPI distribution (pypi-wheel sources)
     path: Path | None = field(default=None, compare=False)  # the JSON file it came from
+    wheel_name: str | None = None  # file name of the pinned wheel (pypi-wheel sources)
+    wheel: FileDigest | None = None  # size and SHA-256 of that wheel
 
     @property
     def hub_location(self) -> tuple[str, str]:
@@ -295,6 +297,8 @@ def entry_from_data(data: Any, source: str = "<data>", path: Path | None = None)
         repo=src["repo"] if hub else None, revision=src["revision"] if hub else src["version"],
         files=files, runtime=runtime, provenance=data["provenance"], license_url=data.get("license_url"),
         default=data.get("default", False), package=None if hub else src["package"], path=path,
+        wheel_name=None if hub else src["wheel"]["name"],
+        wheel=None if hub else FileDigest(src["wheel"]["size"], src["wheel"]["sha256"]),
     )  # fmt: skip
 
 

@@ -242,7 +242,7 @@ def _require_cached(publisher: Path, pins: dict[str, FileDigest], entry: Catalog
     if missing:
         raise PublisherFilesMissingError(
             f"BF16 conversion of {entry.id} never downloads, and {publisher} lacks {', '.join(missing)}; "
-            f"resolve the FP32 model first (or run `onespeech-convert qwen-fetch {entry.id}`)"
+            "load the FP32 model once first (Precision.FLOAT32 downloads them)"
         )
 
 
