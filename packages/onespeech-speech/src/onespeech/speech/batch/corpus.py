@@ -9,7 +9,6 @@ flight: everything recorded is complete, and a rerun redoes the rest.
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 import time
@@ -25,6 +24,8 @@ from onespeech.speech.batch.ray_pool import RayPool
 from onespeech.speech.batch.records import InputStamp, Record, is_current, read_record, record_path, write_atomic
 from onespeech.speech.batch.report import BatchReport, FileFailure, WorkerLoad
 from onespeech.speech.batch.work import Task, WorkResult
+from onespeech.speech.document import Document
+from onespeech.speech.writers import parse_formats, write_outputs
 
 DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
 # options that change no output: left out of the record, so changing them skips nothing
@@ -81,11 +82,7 @@ def transcribe_corpus(
         A file's failure is recorded there (error type and message) and in its
         record; it never stops the batch.
     """
-    from onespeech.speech.writers import FORMATS
-
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise ValueError(f"formats {list(formats)}: choose from {', '.join(FORMATS)}")
+    formats = parse_formats(formats)
     start = time.perf_counter()
     output = Path(output_dir)
     expansion = expand_inputs(list(inputs))
@@ -174,9 +171,9 @@ def _finish(
         write_atomic(record_path(stem), Record(stamp, key, "failed", error=error, audio_seconds=seconds).to_json())
         report.failed.append(FileFailure(str(item.path), error["type"], error["message"]))
         return
-    names = [f"{stem.name}.{fmt}" for fmt in formats]
-    for fmt, name in zip(formats, names, strict=True):
-        write_atomic(stem.parent / name, _render(result.document, fmt))
+    # the item's output name ends in its input's stem, which is what write_outputs names files by
+    written = write_outputs(Document.from_dict(result.document), item.path, stem.parent, formats)
+    names = [path.name for path in written]
     write_atomic(record_path(stem), Record(stamp, key, "done", outputs=names, audio_seconds=seconds).to_json())
     report.done.append(str(item.path))
     report.audio_seconds += seconds
@@ -189,15 +186,6 @@ def _stamp_or_unknown(path: Path) -> InputStamp:
         return InputStamp.of(path)
     except OSError:
         return InputStamp(-1, -1, "")
-
-
-def _render(document: dict[str, Any], fmt: str) -> str:
-    from onespeech.speech.document import Document
-    from onespeech.speech.writers import get_writer
-
-    buffer = io.StringIO()
-    get_writer(fmt).write(Document.from_dict(document), buffer)
-    return buffer.getvalue()
 
 
 class _Bar:
