@@ -88,11 +88,11 @@ def _peak_rss_bytes() -> int:
 
 
 def child_ours(args: argparse.Namespace) -> dict:
-    from onespeech.align import Qwen3ForcedAligner
+    from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
 
     pcm, text = np.load(args.pcm), Path(args.text).read_text(encoding="utf-8")
     t0 = time.perf_counter()
-    aligner = Qwen3ForcedAligner.load(args.checkpoint, threads=args.threads)
+    aligner = Qwen3ForcedAligner.load(args.checkpoint, Qwen3AlignerOptions(threads=args.threads))
     load_s = time.perf_counter() - t0
     aligner.align(pcm[: 5 * SAMPLE_RATE], " ".join(text.split()[:12]), "en")  # warm-up: touches every weight
     times = []

@@ -21,9 +21,9 @@ def tiny_aligner_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path
 
 @pytest.fixture(scope="session")
 def tiny_aligner(tiny_aligner_dir: Path):
-    from onespeech.align import Qwen3ForcedAligner
+    from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
 
-    with Qwen3ForcedAligner.load(tiny_aligner_dir, threads=2) as aligner:
+    with Qwen3ForcedAligner.load(tiny_aligner_dir, Qwen3AlignerOptions(threads=2)) as aligner:
         yield aligner
 
 
@@ -45,9 +45,9 @@ def narrow_aligner(tiny_aligner_dir: Path):
     every prediction beyond a few seconds of audio; this keeps the real forward pass
     but makes valid predictions common enough to check the valid branch.
     """
-    from onespeech.align import Qwen3ForcedAligner
+    from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
 
-    with Qwen3ForcedAligner.load(tiny_aligner_dir, threads=2) as aligner:
+    with Qwen3ForcedAligner.load(tiny_aligner_dir, Qwen3AlignerOptions(threads=2)) as aligner:
         head = np.array(aligner._head, copy=True)
         head[60:] = 0.0
         aligner._head = head

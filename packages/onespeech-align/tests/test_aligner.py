@@ -12,21 +12,20 @@ import pytest
 
 from onespeech.align import (
     AlignmentCancelledError,
-    AudioLengthError,
     LanguageRequiredError,
-    ModelKindError,
+    Qwen3AlignerOptions,
     Qwen3ForcedAligner,
-    TextEncodingError,
-    TextTooLongError,
+    TooManyTokensError,
     TooManyUnitsError,
-    UnsupportedLanguageError,
 )
 from onespeech.align.aligner import MAX_UNITS, _checked_units
 from onespeech.align.slots import SlotPredictions
-from onespeech.align.units import spoken_units, written_units
-from onespeech.features.errors import NonFiniteSampleError
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.features import NonFiniteSampleError, PcmTooLongError, PcmTooShortError
+from onespeech.kernels import ModelIntegrityError, ObjectClosedError, Precision
+from onespeech.qwen3 import ModelKindError, UnsupportedLanguageError
 from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
+from onespeech.qwen3.units import spoken_units, written_units
+from onespeech.tokenizer import InvalidTextError, TextTooLongError
 
 TEXT = "Mr. Quilter is the apostle -- of the middle classes!"
 
@@ -57,7 +56,7 @@ def test_step_follows_a_different_config(tiny_aligner_dir, tmp_path, speech):
         config["timestamp_segment_time"] = 40
 
     directory = _copy_with_config(tiny_aligner_dir, tmp_path / "step40", halve_step)
-    with Qwen3ForcedAligner.load(directory, threads=1) as aligner:
+    with Qwen3ForcedAligner.load(directory, Qwen3AlignerOptions(threads=1)) as aligner:
         result = aligner.align(speech, "apostle", "en")
         slots = SlotPredictions.from_logits(aligner.timestamp_logits(speech, ["apostle"]).logits).slots
     assert aligner.step_ms == 40
@@ -153,7 +152,7 @@ def test_text_without_spoken_units_is_untimed(tiny_aligner, speech):
 
 @pytest.mark.parametrize("n", [0, 1, 200])
 def test_audio_of_200_samples_or_fewer_is_refused(tiny_aligner, n):
-    with pytest.raises(AudioLengthError, match="more than 200"):
+    with pytest.raises(PcmTooShortError, match="more than 200"):
         tiny_aligner.align(np.zeros(n, np.float32), "hello", "en")
 
 
@@ -163,7 +162,7 @@ def test_audio_of_201_samples_is_accepted(tiny_aligner):
 
 
 def test_audio_over_300_seconds_is_refused(tiny_aligner):
-    with pytest.raises(AudioLengthError, match="at most 4800000 samples"):
+    with pytest.raises(PcmTooLongError, match="at most 4800000 samples"):
         tiny_aligner.align(np.zeros(300 * 16000 + 1, np.float32), "hello", "en")
 
 
@@ -181,7 +180,7 @@ def test_nonfinite_audio_is_refused(tiny_aligner, speech):
 
 
 def test_text_over_1_mib_is_refused(tiny_aligner, speech):
-    with pytest.raises(TextTooLongError, match="1048577 bytes"):
+    with pytest.raises(TextTooLongError, match="1 MiB"):
         tiny_aligner.align(speech, "a" * (1024 * 1024 + 1), "en")
 
 
@@ -194,7 +193,7 @@ def test_more_than_4096_units_is_refused(tiny_aligner, speech):
 
 
 def test_lone_surrogate_is_refused(tiny_aligner, speech):
-    with pytest.raises(TextEncodingError, match="lone surrogate"):
+    with pytest.raises(InvalidTextError, match="lone surrogate"):
         tiny_aligner.align(speech, "ok \ud800", "en")
 
 
@@ -204,10 +203,15 @@ def test_language_is_required(tiny_aligner, speech, language):
         tiny_aligner.align(speech, "hello", language)
 
 
-@pytest.mark.parametrize("language", ["nl", "EN", "English", "ar", "en-US"])
+@pytest.mark.parametrize("language", ["nl", "ar", "en-", "Klingon"])
 def test_other_languages_are_refused(tiny_aligner, speech, language):
-    with pytest.raises(UnsupportedLanguageError, match="zh, en, yue, fr, de, it, ja, ko, pt, ru, es"):
+    with pytest.raises(UnsupportedLanguageError, match=r"zh, en, yue, fr, de, it, ja, ko, pt, ru, es \(or a name"):
         tiny_aligner.align(speech, "hello", language)
+
+
+@pytest.mark.parametrize("language", ["EN", "English", "en-US", " en "])
+def test_language_tags_are_parsed_as_the_recognizer_parses_them(tiny_aligner, speech, language):
+    assert tiny_aligner.align(speech[:8000], "ok", language).language == "en"
 
 
 @pytest.mark.parametrize("language", ["zh", "en", "yue", "fr", "de", "it", "ja", "ko", "pt", "ru", "es"])
@@ -225,18 +229,44 @@ def test_cancelled_alignment_raises(tiny_aligner, speech):
 
 
 def test_closed_aligner_releases_weights(tiny_aligner_dir):
-    aligner = Qwen3ForcedAligner.load(tiny_aligner_dir, threads=1)
+    aligner = Qwen3ForcedAligner.load(tiny_aligner_dir, Qwen3AlignerOptions(threads=1))
     with aligner:
         pass
     assert aligner._decoder is None and aligner._weights is None
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(ObjectClosedError, match="closed"):
         aligner.align(np.zeros(16000, np.float32), "hello", "en")
 
 
-@pytest.mark.parametrize("threads", [0, -1, 1.5, True])
-def test_threads_must_be_positive(tiny_aligner_dir, threads):
-    with pytest.raises(ValueError, match="threads"):
-        Qwen3ForcedAligner.load(tiny_aligner_dir, threads=threads)
+@pytest.mark.parametrize(("threads", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_threads_must_be_positive(threads, error):
+    with pytest.raises(error, match="threads"):
+        Qwen3AlignerOptions(threads=threads)
+
+
+def test_options_defaults_and_precision_strings():
+    assert Qwen3AlignerOptions() == Qwen3AlignerOptions(Precision.FLOAT32, None)
+    assert Qwen3AlignerOptions(precision="bf16").precision is Precision.BFLOAT16
+    with pytest.raises(ValueError, match="Precision.BFLOAT16"):
+        Qwen3AlignerOptions(precision="int8")
+
+
+def test_units_that_tokenize_to_too_many_ids_are_refused(tiny_aligner, speech):
+    # one "word" of 20,000 digits: one unit, but every digit is its own token
+    with pytest.raises(TooManyTokensError, match="more than 16384 ids"):
+        tiny_aligner.align(speech, "1" * 20000, "en")
+
+
+def test_bf16_aligner_rounds_like_the_recognizer(tiny_aligner_dir, tmp_path, speech):
+    directory = tmp_path / "bf16"
+    shutil.copytree(tiny_aligner_dir, directory)
+    with Qwen3ForcedAligner.load(directory, Qwen3AlignerOptions(precision="bf16", threads=2)) as aligner:
+        assert (directory / "manifest.bf16.json").is_file()
+        logits = aligner.timestamp_logits(speech, ["the", "apostle"]).logits
+        result = aligner.align(speech, "the apostle", "en")
+    # every logit is a bfloat16 value (the head's output is rounded at its boundary)
+    bits = logits.view(np.uint32)
+    assert logits.dtype == np.float32 and not np.any(bits & 0xFFFF)
+    assert [w.text for w in result.words] == ["the", "apostle"]
 
 
 def test_cancellation_during_the_forward_pass_raises(tiny_aligner, speech):
@@ -259,6 +289,6 @@ def test_runtime_only_directory_loads_and_aligns_the_same(tiny_aligner, tiny_ali
         if item.is_file() and item.name != "model.safetensors":
             shutil.copyfile(item, runtime / item.name)
     assert (runtime / "manifest.fp32.json").is_file()
-    with Qwen3ForcedAligner.load(runtime, threads=2) as aligner:
+    with Qwen3ForcedAligner.load(runtime, Qwen3AlignerOptions(threads=2)) as aligner:
         got = aligner.timestamp_logits(speech, ["the", "apostle"]).logits
     np.testing.assert_array_equal(got, tiny_aligner.timestamp_logits(speech, ["the", "apostle"]).logits)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onespeech.align import ALIGNER_LANGUAGES, ForcedAlignerStage, TimingDispatcher, default_dispatcher
+from onespeech.align import (
+    ALIGNER_LANGUAGES,
+    ForcedAlignerStage,
+    Qwen3AlignerOptions,
+    TimingDispatcher,
+    default_dispatcher,
+)
 from onespeech.align import aligner as aligner_module
 from onespeech.qwen3.transcript import TimingMethod, Transcript, Word
 
@@ -17,7 +23,7 @@ class _FakeAligner:
     closed = 0
 
     @classmethod
-    def load(cls, directory, threads=4, cancel=None):
+    def load(cls, directory, options=None, cancel=None):
         cls.loads += 1
         return cls()
 
@@ -108,7 +114,7 @@ def test_stages_are_tried_in_order():
 
 
 def test_forced_aligner_stage_on_the_tiny_checkpoint(tiny_aligner_dir, speech):
-    stage = ForcedAlignerStage(tiny_aligner_dir, threads=1)
+    stage = ForcedAlignerStage(tiny_aligner_dir, Qwen3AlignerOptions(threads=1))
     timed = TimingDispatcher([stage]).time(speech, Transcript("the apostle", "en", (), (Word("the"), Word("apostle"))))
     assert timed.stage == stage.name and [w.text for w in timed.transcript.words] == ["the", "apostle"]
     stage.close()

@@ -12,10 +12,9 @@ import pytest
 from onespeech.kernels.store import read_manifest, sha256_file
 from onespeech.kernels.tensorfile import read_tensor_file
 from onespeech.qwen3 import convert as convert_module
-from onespeech.qwen3.convert import ConversionError, convert, manifest_name, normalize_precision
+from onespeech.qwen3.convert import ConversionError, convert, manifest_name
 from onespeech.qwen3.safetensors import open_checkpoint
-
-checkpoints = pytest.importorskip("onespeech_tools.checkpoints")
+from onespeech_tools import checkpoints
 
 
 @pytest.fixture(scope="module")
@@ -170,12 +169,6 @@ def test_bad_checkpoints_are_refused(publisher: Path, tmp_path: Path, edit, mess
     (tmp_path / "out").mkdir()
     with pytest.raises(ConversionError, match=message):
         convert(source, tmp_path / "out", "fp32")
-
-
-def test_precision_names() -> None:
-    assert normalize_precision("FLOAT32") == "fp32" and normalize_precision("bf16") == "bf16"
-    with pytest.raises(ValueError, match="allowed: fp32"):
-        normalize_precision("int8")
 
 
 def test_tensor_index_is_json_and_complete(fp32_dir: Path) -> None:

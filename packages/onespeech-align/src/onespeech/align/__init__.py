@@ -1,22 +1,23 @@
 """Qwen3-ForcedAligner and the timing dispatcher.
 
-- :class:`Qwen3ForcedAligner`: word times from one forward pass (``aligner.py``).
-- unit rules (``units.py``): what a written and a spoken unit is, per language.
+- :class:`Qwen3ForcedAligner` with :class:`Qwen3AlignerOptions`: word times from one
+  forward pass (``aligner.py``).
+- unit rules: ``onespeech.qwen3.units`` (a written unit is the same for the
+  recognizer's words and the aligner's units).
 - :class:`TimingDispatcher` (``timing.py``): picks the timing stage for a language;
   stages load their models only when first used.
+
+The aligner shares the input checks, and their errors, of the layers below: see
+:mod:`onespeech.align.errors`.
 """
 
-from onespeech.align.aligner import Qwen3ForcedAligner
+from onespeech.align.aligner import Qwen3AlignerOptions, Qwen3ForcedAligner
 from onespeech.align.errors import (
     AlignmentCancelledError,
     AlignmentInputError,
-    AudioLengthError,
     LanguageRequiredError,
-    ModelKindError,
-    TextEncodingError,
-    TextTooLongError,
+    TooManyTokensError,
     TooManyUnitsError,
-    UnsupportedLanguageError,
 )
 from onespeech.align.languages import ALIGNER_LANGUAGES
 from onespeech.align.timing import (
@@ -33,17 +34,14 @@ __all__ = [
     "ALIGNER_LANGUAGES",
     "AlignmentCancelledError",
     "AlignmentInputError",
-    "AudioLengthError",
     "ForcedAlignerStage",
     "LanguageRequiredError",
-    "ModelKindError",
+    "Qwen3AlignerOptions",
     "Qwen3ForcedAligner",
-    "TextEncodingError",
-    "TextTooLongError",
     "TimingDispatcher",
     "TimingOutcome",
     "TimingStage",
+    "TooManyTokensError",
     "TooManyUnitsError",
-    "UnsupportedLanguageError",
     "default_dispatcher",
 ]

@@ -13,48 +13,65 @@ Architecture (the reference's ``Qwen3ASRForConditionalGeneration`` with the
                 -> argmax: start slot, end slot per unit; time = slot x 80 ms
 
 The slots are predicted in one pass, not generated. See ``slots.py`` for how they
-become word times and ``units.py`` for what a unit is.
+become word times and ``onespeech.qwen3.units`` for what a unit is.
+
+One aligner may be shared by threads: its calls are serialized by a lock.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from onespeech.features.mel import log_mel
-from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
+from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, ALIGNMENT_MAX_SECONDS, SAMPLE_RATE, validate_pcm
 from onespeech.kernels import ops
-from onespeech.kernels.threads import thread_limit
+from onespeech.kernels.cancel import Cancel, check_cancel
+from onespeech.kernels.errors import ObjectClosedError
+from onespeech.kernels.precision import Precision
+from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, Qwen3Config, load_config
 from onespeech.qwen3.decoder import Qwen3Decoder
 from onespeech.qwen3.encoder import AudioEncoder
-from onespeech.qwen3.errors import Cancel, RecognitionCancelled, raise_if_cancelled
+from onespeech.qwen3.errors import ModelKindError, RecognitionCancelled, raise_if_cancelled
 from onespeech.qwen3.runtime import RuntimeModel, load_model
 from onespeech.qwen3.transcript import Segment, Transcript, Word
-from onespeech.tokenizer import Qwen3Tokenizer
+from onespeech.qwen3.units import WrittenUnit, spoken_units, written_units
+from onespeech.tokenizer import Qwen3Tokenizer, check_text
 
-from .errors import (
-    AlignmentCancelledError,
-    AudioLengthError,
-    ModelKindError,
-    TextEncodingError,
-    TextTooLongError,
-    TooManyUnitsError,
-)
-from .inputs import SpecialIds, build_input
+from .errors import AlignmentCancelledError, TooManyUnitsError
+from .inputs import SpecialIds, build_input, encode_units
 from .languages import check_language
 from .passes import causal_hidden_states
 from .slots import SlotClock, SlotPredictions, timed_word, untimed
-from .units import WrittenUnit, spoken_units, written_units
 
-MAX_SECONDS = 300  # the features' bounded alignment path
-MAX_SAMPLES = MAX_SECONDS * SAMPLE_RATE  # 4,800,000
-MIN_SAMPLES_EXCLUSIVE = 200  # the log-mel reflection pad needs more than n_fft / 2 samples
-MAX_TEXT_BYTES = 1024 * 1024  # 1 MiB of UTF-8
 MAX_UNITS = 4096
+
+
+@dataclass(frozen=True)
+class Qwen3AlignerOptions:
+    """Options of a Qwen3ForcedAligner.
+
+    Attributes
+    ----------
+    precision : Precision
+        FLOAT32 (default) or BFLOAT16 (bf16 storage, float32 accumulation, operator
+        outputs rounded to bfloat16, as for the recognizer); "fp32"/"bf16" are accepted.
+    threads : int | None
+        Threads for BLAS and kernels; None: OMP_NUM_THREADS, else the CPUs available.
+    """
+
+    precision: Precision = Precision.FLOAT32
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", Precision.parse(self.precision))
+        if self.threads is not None:
+            check_threads(self.threads)
 
 
 @dataclass(frozen=True)
@@ -75,14 +92,17 @@ class Qwen3ForcedAligner:
     """Forced alignment with Qwen3-ForcedAligner on the OneSpeech runtime.
 
     Build it with :meth:`load`; use it as a context manager (or call :meth:`close`)
-    to release the weights.
+    to release the weights. Safe to share between threads: calls are serialized.
     """
 
-    def __init__(self, directory: Path, weights: RuntimeModel, tokenizer: Qwen3Tokenizer, threads: int) -> None:
+    def __init__(
+        self, directory: Path, weights: RuntimeModel, tokenizer: Qwen3Tokenizer, options: Qwen3AlignerOptions
+    ) -> None:
         parsed = weights.config
         _check_model_kind(directory, parsed)
         self.directory = directory
-        self.threads = threads
+        self.options = options
+        self._bf16 = options.precision is Precision.BFLOAT16
         self.classify_num = int(parsed.classify_num)  # type: ignore[arg-type]
         self.step_ms = float(parsed.timestamp_segment_time_ms)  # type: ignore[arg-type]
         self.special = SpecialIds(
@@ -93,9 +113,10 @@ class Qwen3ForcedAligner:
         )
         self._weights: RuntimeModel | None = weights
         self._tokenizer = tokenizer
-        self._encoder = AudioEncoder(weights, parsed)
-        self._decoder = Qwen3Decoder(weights, parsed, head=None)
-        self._head = weights["thinker.lm_head.weight"]
+        self._encoder: AudioEncoder | None = AudioEncoder(weights, parsed, bf16_activations=self._bf16)
+        self._decoder: Qwen3Decoder | None = Qwen3Decoder(weights, parsed, head=None, bf16_activations=self._bf16)
+        self._head: np.ndarray | None = weights["thinker.lm_head.weight"]
+        self._lock = threading.RLock()
         if self._head.shape[0] != self.classify_num:
             raise ModelKindError(
                 f"{directory}: thinker.lm_head.weight has {self._head.shape[0]} rows but config.json "
@@ -105,41 +126,58 @@ class Qwen3ForcedAligner:
     # -- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, alignment_directory: str | os.PathLike[str], threads: int = 4,
-             cancel: Cancel = None) -> Qwen3ForcedAligner:
+    def load(
+        cls,
+        alignment_directory: str | os.PathLike[str],
+        options: Qwen3AlignerOptions | None = None,
+        cancel: Cancel = None,
+    ) -> Qwen3ForcedAligner:
         """Load an aligner from publisher files or runtime files.
 
         Parameters
         ----------
         alignment_directory : path
             A Qwen3-ForcedAligner directory: the publisher's files (converted to
-            runtime files on first load) or runtime files.
-        threads : int
-            Threads for the kernels and BLAS while aligning (>= 1).
+            runtime files of the precision on first load) or runtime files.
+        options : Qwen3AlignerOptions, optional
+            Precision and threads.
         cancel : threading.Event-like, callable or None
-            Checked before loading.
+            Checked before and after loading.
+
+        Raises
+        ------
+        ModelKindError
+            The directory holds another kind of model (a Qwen3-ASR checkpoint).
+        ModelIntegrityError
+            A damaged file (the message names the file to remove).
+        AlignmentCancelledError
         """
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads={threads!r} must be a positive integer")
+        options = options or Qwen3AlignerOptions()
+        check_cancel(cancel)
         _check_cancel(cancel)
         directory = Path(alignment_directory)
         _check_model_kind(directory, load_config(directory))  # before converting anything
         tokenizer = Qwen3Tokenizer.load(directory)
-        # FP32 runtime files, converted from the publisher files on first load
-        weights = load_model(directory, "fp32")
+        with thread_limit(options.threads):
+            weights = load_model(directory, options.precision)
         try:
             _check_cancel(cancel)
-            return cls(directory, weights, tokenizer, threads)
+            return cls(directory, weights, tokenizer, options)
         except BaseException:
             weights.close()
             raise
 
     def close(self) -> None:
         """Release the weights (memory maps) and buffers; the aligner is unusable after."""
-        weights, self._weights = self._weights, None
-        self._encoder = self._decoder = self._head = None  # type: ignore[assignment]
-        if weights is not None:
-            weights.close()
+        with self._lock:
+            weights, self._weights = self._weights, None
+            self._encoder = self._decoder = self._head = None
+            if weights is not None:
+                weights.close()
+
+    def _check_open(self) -> None:
+        if self._weights is None:
+            raise ObjectClosedError("this Qwen3ForcedAligner is closed; load it again to align")
 
     def __enter__(self) -> Qwen3ForcedAligner:
         return self
@@ -170,9 +208,23 @@ class Qwen3ForcedAligner:
             units in order with times (seconds), confidence (mean probability of the two
             slot classes) and ``TimingMethod.FORCED_ALIGNER``, or None times where the
             prediction is invalid or the unit has nothing to say.
+
+        Raises
+        ------
+        LanguageRequiredError, UnsupportedLanguageError
+        PcmError
+            200 samples or fewer, more than 300 s, nonfinite or power-overflowing PCM.
+        TextTooLongError, InvalidTextError
+            More than 1 MiB of UTF-8, or not valid Unicode.
+        TooManyUnitsError, TooManyTokensError
+            More than 4096 units, or units that tokenize to more than 16384 ids.
+        AlignmentCancelledError
+        ObjectClosedError
         """
         if isinstance(text, Transcript):
             return self.align_transcript(audio, text, language, cancel)
+        check_cancel(cancel)
+        self._check_open()
         language = check_language(language)
         units = _checked_units(text, language)
         pcm = _checked_pcm(audio)
@@ -191,8 +243,10 @@ class Qwen3ForcedAligner:
         segments and the transcript text are kept as they are. A transcript without
         words gets words from its text, as :meth:`align` would make them.
         """
+        check_cancel(cancel)
+        self._check_open()
         language = check_language(language if language is not None else transcript.language)
-        _checked_text_bytes(transcript.text)
+        check_text(transcript.text)
         pcm = _checked_pcm(audio)
         if not transcript.words:
             units = _checked_units(transcript.text, language)
@@ -218,33 +272,38 @@ class Qwen3ForcedAligner:
         """
         if not units:
             raise ValueError("timestamp_logits needs at least one spoken unit")
-        if self._weights is None:
-            raise RuntimeError("this Qwen3ForcedAligner is closed; load it again to align")
+        check_cancel(cancel)
         pcm = _checked_pcm(audio)
-        try:
-            with thread_limit(self.threads):
-                return self._forward(pcm, units, cancel)
-        except RecognitionCancelled as exc:
-            raise AlignmentCancelledError("alignment was cancelled by the caller's signal") from exc
+        with self._lock:
+            self._check_open()
+            try:
+                with thread_limit(self.options.threads):
+                    return self._forward(pcm, units, cancel)
+            except RecognitionCancelled as exc:
+                raise AlignmentCancelledError("alignment was cancelled by the caller's signal") from exc
 
     # -- internals ------------------------------------------------------------------------
 
     def _forward(self, pcm: np.ndarray, units: list[str], cancel: Cancel) -> TimestampLogits:
+        encoder, decoder, head = self._encoder, self._decoder, self._head
+        assert encoder is not None and decoder is not None and head is not None  # open: checked by the caller
         _check_cancel(cancel)
+        # text first: its ids are bounded before any model work
+        unit_ids = encode_units(self._tokenizer, units)
         # audio: log-mel (up to 300 s) -> encoder -> one embedding per audio token
-        mel = log_mel(pcm, max_seconds=MAX_SECONDS)
-        audio_embeds = self._encoder.forward(mel, cancel=cancel)
+        mel = log_mel(pcm, max_seconds=ALIGNMENT_MAX_SECONDS)
+        audio_embeds = encoder.forward(mel, cancel=cancel)
         _check_cancel(cancel)
-        # text: special ids around the audio, units each followed by two timestamps
-        inputs = build_input(self._tokenizer, units, audio_embeds.shape[0], self.special)
-        embeds = self._decoder.embed(inputs.ids)
+        # special ids around the audio, units each followed by two timestamps
+        inputs = build_input(unit_ids, audio_embeds.shape[0], self.special)
+        embeds = decoder.embed(inputs.ids)
         embeds[inputs.audio_offset : inputs.audio_offset + inputs.n_audio] = audio_embeds
         del audio_embeds
         # one causal pass; the classify head runs only at the timestamp rows
-        hidden = causal_hidden_states(self._decoder, embeds, cancel)
+        hidden = causal_hidden_states(decoder, embeds, cancel, bf16=self._bf16)
         rows = np.ascontiguousarray(hidden[inputs.timestamp_positions])
         del hidden
-        return TimestampLogits(inputs.ids, ops.linear(rows, self._head))
+        return TimestampLogits(inputs.ids, ops.linear(rows, head, round_to_bf16=self._bf16))
 
     def _time_words(self, pcm: np.ndarray, words: list[Word], spoken: list[tuple[str, ...]],
                     keep_confidence: bool, cancel: Cancel) -> list[Word]:
@@ -282,36 +341,7 @@ def _check_cancel(cancel: Cancel) -> None:
 
 
 def _checked_pcm(audio: np.ndarray) -> np.ndarray:
-    array = np.asarray(audio)
-    if array.ndim == 1:
-        n = array.shape[0]
-        if n <= MIN_SAMPLES_EXCLUSIVE:
-            raise AudioLengthError(
-                f"audio has {n} samples; alignment needs more than {MIN_SAMPLES_EXCLUSIVE} samples "
-                "of 16 kHz mono PCM"
-            )
-        if n > MAX_SAMPLES:
-            raise AudioLengthError(
-                f"audio has {n} samples ({n / SAMPLE_RATE:.2f} s); alignment allows at most "
-                f"{MAX_SAMPLES} samples ({MAX_SECONDS} s) of 16 kHz mono PCM; align shorter pieces"
-            )
-    return validate_pcm(array, max_samples=MAX_SAMPLES)
-
-
-def _checked_text_bytes(text: str) -> None:
-    if not isinstance(text, str):
-        raise TextEncodingError(f"text must be a str, not {type(text).__name__}")
-    try:
-        n_bytes = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise TextEncodingError(
-            f"text is not valid Unicode at index {exc.start} (lone surrogate {text[exc.start]!r}); "
-            "pass well-formed text"
-        ) from exc
-    if n_bytes > MAX_TEXT_BYTES:
-        raise TextTooLongError(
-            f"text is {n_bytes} bytes of UTF-8; alignment allows at most {MAX_TEXT_BYTES} (1 MiB)"
-        )
+    return validate_pcm(audio, max_samples=ALIGNMENT_MAX_SAMPLES, allow_empty=False)
 
 
 def _check_unit_count(n_written: int, n_spoken: int) -> None:
@@ -323,7 +353,7 @@ def _check_unit_count(n_written: int, n_spoken: int) -> None:
 
 
 def _checked_units(text: str, language: str) -> list[WrittenUnit]:
-    _checked_text_bytes(text)
+    check_text(text)
     units = written_units(text, language)
     _check_unit_count(len(units), sum(len(u.spoken) for u in units))
     return units

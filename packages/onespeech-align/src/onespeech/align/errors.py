@@ -1,46 +1,42 @@
 """Errors raised by onespeech.align.
 
 Every bad input raises a ``ValueError`` subclass whose message names the value, the
-limit and what is allowed. PCM problems that the features layer detects (nonfinite
-samples, power overflow) keep their ``onespeech.features`` error types.
+limit and what is allowed. The aligner shares the checks of the layers below, and
+their errors: PCM (``onespeech.features.PcmError``: too short, too long, nonfinite),
+text (``onespeech.tokenizer.TextTooLongError``, ``InvalidTextError``), language tags
+(``onespeech.qwen3.UnsupportedLanguageError``), the model kind
+(``onespeech.qwen3.ModelKindError``), use after close
+(``onespeech.kernels.ObjectClosedError``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+from onespeech.kernels.errors import OperationCancelledError
+
+__all__ = [
+    "AlignmentCancelledError",
+    "AlignmentInputError",
+    "LanguageRequiredError",
+    "TooManyTokensError",
+    "TooManyUnitsError",
+]
 
 
 class AlignmentInputError(ValueError):
-    """Base class for input the forced aligner refuses."""
+    """Base class for input only the forced aligner refuses."""
 
 
 class LanguageRequiredError(AlignmentInputError):
     """Alignment was asked for without a language tag."""
 
 
-class UnsupportedLanguageError(AlignmentInputError):
-    """The language tag is not one the forced aligner supports."""
-
-
-class AudioLengthError(AlignmentInputError):
-    """Audio has 200 samples or fewer, or is longer than 300 s of 16 kHz mono."""
-
-
-class TextTooLongError(AlignmentInputError):
-    """The text is longer than 1 MiB of UTF-8."""
-
-
 class TooManyUnitsError(AlignmentInputError):
     """The text has more than 4096 units."""
 
 
-class TextEncodingError(AlignmentInputError):
-    """The text is not a str of well-formed Unicode (no lone surrogates)."""
+class TooManyTokensError(AlignmentInputError):
+    """The text's units tokenize to more ids than one alignment allows."""
 
 
-class ModelKindError(ValueError):
-    """The directory holds a model that is not a Qwen3-ForcedAligner (or is inconsistent)."""
-
-
-class AlignmentCancelledError(concurrent.futures.CancelledError):
+class AlignmentCancelledError(OperationCancelledError):
     """The caller's cancellation signal was set while aligning."""

@@ -15,6 +15,11 @@ from typing import Protocol
 
 import numpy as np
 
+from .errors import TooManyTokensError
+
+# spoken units' token ids per alignment: 4 per unit on average at the 4096-unit limit
+MAX_TEXT_IDS = 16384
+
 
 class _Encoder(Protocol):
     def encode(self, text: str) -> list[int]: ...
@@ -51,12 +56,37 @@ class AlignerInput:
     timestamp_positions: np.ndarray
 
 
-def build_input(tokenizer: _Encoder, units: list[str], n_audio: int, special: SpecialIds) -> AlignerInput:
-    """Token ids for ``n_audio`` audio tokens followed by ``units`` with their timestamps."""
+def encode_units(tokenizer: _Encoder, units: list[str], max_ids: int = MAX_TEXT_IDS) -> list[list[int]]:
+    """Token ids of each spoken unit, refusing more than ``max_ids`` in total.
+
+    The bound keeps the decoder's single pass to a bounded number of positions
+    whatever the text (one 1 MiB "word" would otherwise become ~131k positions).
+
+    Raises
+    ------
+    TooManyTokensError
+        The units tokenize to more than ``max_ids`` ids.
+    """
+    encoded: list[list[int]] = []
+    total = 0
+    for k, unit in enumerate(units):
+        ids = tokenizer.encode(unit)
+        total += len(ids)
+        if total > max_ids:
+            raise TooManyTokensError(
+                f"the text's units tokenize to more than {max_ids} ids ({total} by unit {k + 1} of "
+                f"{len(units)}); alignment allows at most {max_ids}; align it in shorter pieces"
+            )
+        encoded.append(ids)
+    return encoded
+
+
+def build_input(unit_ids: list[list[int]], n_audio: int, special: SpecialIds) -> AlignerInput:
+    """Token ids for ``n_audio`` audio tokens followed by the units' ids with their timestamps."""
     ids = [special.audio_start, *([special.audio_pad] * n_audio), special.audio_end]
     positions: list[int] = []
-    for unit in units:
-        ids.extend(tokenizer.encode(unit))
+    for unit in unit_ids:
+        ids.extend(unit)
         positions.extend((len(ids), len(ids) + 1))
         ids.extend((special.timestamp, special.timestamp))
     return AlignerInput(

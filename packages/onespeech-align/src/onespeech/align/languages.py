@@ -1,8 +1,15 @@
-"""The forced aligner's languages and the names the publisher's config uses for them."""
+"""The forced aligner's languages, parsed as the recognizer parses its own.
+
+Tags, names and BCP-47 forms are read by :class:`onespeech.qwen3.languages.Languages`
+(``"en"``, ``"EN"``, ``"English"`` and ``"en-US"`` all mean English); unlike the
+recognizer, the aligner cannot identify the language, so one is required.
+"""
 
 from __future__ import annotations
 
-from .errors import LanguageRequiredError, UnsupportedLanguageError
+from onespeech.qwen3.languages import TAG_BY_NAME, Languages
+
+from .errors import LanguageRequiredError
 
 # tag -> the name in the released config's ``support_languages`` (and the reference's
 # ``language`` argument).
@@ -20,24 +27,30 @@ ALIGNER_LANGUAGES: dict[str, str] = {
     "es": "Spanish",
 }
 
+_LANGUAGES = Languages(ALIGNER_LANGUAGES.values(), owner="Qwen3-ForcedAligner", detects=False)
+
 
 def check_language(language: str | None) -> str:
-    """Return ``language`` if the aligner supports it, else raise.
+    """The short tag of ``language`` if the aligner supports it, else raise.
 
     Raises
     ------
     LanguageRequiredError
         ``language`` is None or empty.
-    UnsupportedLanguageError
-        ``language`` is not one of the eleven tags (exact, lower case).
+    onespeech.qwen3.UnsupportedLanguageError
+        ``language`` is not one of the eleven languages (by tag, name or BCP-47 form).
     """
-    if language is None or language == "":
+    name = _LANGUAGES.resolve(language)
+    if name is None:
         raise LanguageRequiredError(
             f"forced alignment needs a language tag; use one of {', '.join(ALIGNER_LANGUAGES)}"
         )
-    if not isinstance(language, str) or language not in ALIGNER_LANGUAGES:
-        raise UnsupportedLanguageError(
-            f"language {language!r} is not supported by Qwen3-ForcedAligner; "
-            f"supported tags: {', '.join(ALIGNER_LANGUAGES)}"
-        )
-    return language
+    return TAG_BY_NAME[name]
+
+
+def is_aligner_language(language: str | None) -> bool:
+    """True if ``language`` names one of the aligner's languages."""
+    try:
+        return _LANGUAGES.resolve(language) is not None
+    except ValueError:
+        return False

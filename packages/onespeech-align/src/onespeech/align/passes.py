@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3.decoder import Qwen3Decoder, rope_tables
-from onespeech.qwen3.errors import Cancel
 
 
 class SharedLayerCache:
@@ -24,18 +24,20 @@ class SharedLayerCache:
 
     Attributes
     ----------
-    k, v : ndarray[float32], shape (n_layers, capacity, n_kv_heads, head_dim)
+    k, v : ndarray[float32 | uint16 (bf16)], shape (n_layers, capacity, n_kv_heads, head_dim)
         Zero-stride views over one (capacity, n_kv_heads, head_dim) buffer each.
     cos, sin : ndarray[float32], shape (capacity, head_dim)
     length, capacity : int
     """
 
-    def __init__(self, decoder: Qwen3Decoder, capacity: int) -> None:
+    def __init__(self, decoder: Qwen3Decoder, capacity: int, bf16: bool = False) -> None:
         dims = decoder.dims
         self.capacity = capacity
         self.length = 0
-        self.k = _every_layer(np.empty((capacity, dims.num_kv_heads, dims.head_dim), np.float32), dims.num_layers)
-        self.v = _every_layer(np.empty((capacity, dims.num_kv_heads, dims.head_dim), np.float32), dims.num_layers)
+        # bfloat16 bits under BF16, as KVCache keeps them (the values are bf16-rounded anyway)
+        dtype = np.uint16 if bf16 else np.float32
+        self.k = _every_layer(np.empty((capacity, dims.num_kv_heads, dims.head_dim), dtype), dims.num_layers)
+        self.v = _every_layer(np.empty((capacity, dims.num_kv_heads, dims.head_dim), dtype), dims.num_layers)
         self.cos, self.sin = rope_tables(np.arange(capacity), dims.head_dim, dims.rope_theta)
 
 
@@ -43,7 +45,12 @@ def _every_layer(buffer: np.ndarray, n_layers: int) -> np.ndarray:
     return as_strided(buffer, shape=(n_layers, *buffer.shape), strides=(0, *buffer.strides), writeable=True)
 
 
-def causal_hidden_states(decoder: Qwen3Decoder, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
-    """Final-normed hidden states f32[n, hidden] of one causal pass over ``embeds`` f32[n, hidden]."""
-    cache = SharedLayerCache(decoder, max(1, embeds.shape[0]))
+def causal_hidden_states(
+    decoder: Qwen3Decoder, embeds: np.ndarray, cancel: Cancel = None, *, bf16: bool = False
+) -> np.ndarray:
+    """Final-normed hidden states f32[n, hidden] of one causal pass over ``embeds`` f32[n, hidden].
+
+    ``bf16`` must match the decoder's BF16 activations (the cache then holds bfloat16 bits).
+    """
+    cache = SharedLayerCache(decoder, max(1, embeds.shape[0]), bf16)
     return decoder.forward(embeds, cache, cancel)  # type: ignore[arg-type]

@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from .languages import ALIGNER_LANGUAGES
+from .languages import ALIGNER_LANGUAGES, is_aligner_language
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from onespeech.kernels.cancel import Cancel
     from onespeech.qwen3.transcript import Transcript
 
-    from .aligner import Qwen3ForcedAligner
+    from .aligner import Qwen3AlignerOptions, Qwen3ForcedAligner
 
 
 class TimingStage(Protocol):
@@ -35,7 +36,7 @@ class TimingStage(Protocol):
         ...
 
     def time(
-        self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Any = None
+        self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Cancel = None
     ) -> Transcript:
         """Return ``transcript`` with word times filled in where the stage could."""
         ...
@@ -77,7 +78,7 @@ class TimingDispatcher:
         return next((stage for stage in self.stages if stage.supports(language)), None)
 
     def time(
-        self, audio: np.ndarray, transcript: Transcript, language: str | None = None, cancel: Any = None
+        self, audio: np.ndarray, transcript: Transcript, language: str | None = None, cancel: Cancel = None
     ) -> TimingOutcome:
         """Time ``transcript`` (its own language unless ``language`` is given).
 
@@ -94,7 +95,7 @@ class TimingDispatcher:
         """
         language = language or transcript.language
         stage = self.select(language)
-        if stage is None:
+        if stage is None or language is None:
             return TimingOutcome(transcript, None, self._why_untimed(language))
         return TimingOutcome(stage.time(audio, transcript, language, cancel), stage.name)
 
@@ -122,15 +123,17 @@ class ForcedAlignerStage:
     directory : path or callable returning a path
         The aligner's model directory (publisher files or runtime files). A callable
         is called only when the model is first needed (it may fetch the model).
-    threads : int
-        Threads for the aligner's kernels.
+    options : Qwen3AlignerOptions, optional
+        Precision and threads of the aligner.
     """
 
     name = "qwen3-forced-aligner"
 
-    def __init__(self, directory: str | Path | Callable[[], str | Path], threads: int = 4) -> None:
+    def __init__(
+        self, directory: str | Path | Callable[[], str | Path], options: Qwen3AlignerOptions | None = None
+    ) -> None:
         self._directory = directory
-        self._threads = threads
+        self._options = options
         self._aligner: Qwen3ForcedAligner | None = None
 
     @property
@@ -139,10 +142,10 @@ class ForcedAlignerStage:
         return self._aligner is not None
 
     def supports(self, language: str) -> bool:
-        return language in ALIGNER_LANGUAGES
+        return is_aligner_language(language)
 
     def time(
-        self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Any = None
+        self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Cancel = None
     ) -> Transcript:
         return self._load(cancel).align_transcript(audio, transcript, language, cancel=cancel)
 
@@ -151,17 +154,17 @@ class ForcedAlignerStage:
             self._aligner.close()
             self._aligner = None
 
-    def _load(self, cancel: Any) -> Qwen3ForcedAligner:
+    def _load(self, cancel: Cancel) -> Qwen3ForcedAligner:
         if self._aligner is None:
             from .aligner import Qwen3ForcedAligner
 
             directory = self._directory() if callable(self._directory) else self._directory
-            self._aligner = Qwen3ForcedAligner.load(directory, threads=self._threads, cancel=cancel)
+            self._aligner = Qwen3ForcedAligner.load(directory, self._options, cancel=cancel)
         return self._aligner
 
 
 def default_dispatcher(
-    alignment_directory: str | Path | Callable[[], str | Path], threads: int = 4
+    alignment_directory: str | Path | Callable[[], str | Path], options: Qwen3AlignerOptions | None = None
 ) -> TimingDispatcher:
     """The shared dispatcher: Qwen3-ForcedAligner first (CTC/DTW would follow)."""
-    return TimingDispatcher([ForcedAlignerStage(alignment_directory, threads=threads)])
+    return TimingDispatcher([ForcedAlignerStage(alignment_directory, options)])

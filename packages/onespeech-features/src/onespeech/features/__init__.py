@@ -11,12 +11,13 @@ Public API:
 """
 
 from onespeech.features.audio import AudioFileSource, load_audio
-from onespeech.features.chunks import MAX_CHUNK_SAMPLES, Chunk, plan_chunks
+from onespeech.features.chunks import Chunk, plan_chunks
 from onespeech.features.errors import (
     AudioError,
     CorruptAudioError,
     NoChannelsError,
     NonFiniteSampleError,
+    OnnxFormatError,
     PcmError,
     PcmPowerOverflowError,
     PcmShapeError,
@@ -26,7 +27,7 @@ from onespeech.features.errors import (
     VadModelError,
 )
 from onespeech.features.mel import log_mel_spectrogram
-from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
+from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, MAX_CHUNK_SAMPLES, SAMPLE_RATE, validate_pcm
 from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.features.silero_convert import convert_silero_onnx
 from onespeech.features.vad import SileroVad, VadStream
@@ -34,6 +35,7 @@ from onespeech.features.vad import SileroVad, VadStream
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALIGNMENT_MAX_SAMPLES",
     "SAMPLE_RATE",
     "MAX_CHUNK_SAMPLES",
     "AudioFileSource",
@@ -42,6 +44,7 @@ __all__ = [
     "CorruptAudioError",
     "NoChannelsError",
     "NonFiniteSampleError",
+    "OnnxFormatError",
     "PcmError",
     "PcmPowerOverflowError",
     "PcmShapeError",

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.pcm import MAX_CHUNK_SAMPLES, SAMPLE_RATE
 from onespeech.features.segments import SpeechRegion
 
-MAX_CHUNK_SAMPLES = 30 * SAMPLE_RATE  # 480000: the recognizer's input bound
 _QUIET_WINDOW = SAMPLE_RATE // 10  # 100 ms energy window
 _SEARCH = 5 * SAMPLE_RATE  # look for the quietest point in the last 5 s before the bound
 _MIN_REST = SAMPLE_RATE  # never leave less than 1 s after a forced split

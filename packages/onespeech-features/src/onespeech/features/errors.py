@@ -16,14 +16,18 @@ class PcmShapeError(PcmError):
 
 
 class PcmTooShortError(PcmError):
-    """Nonempty PCM of 200 samples or fewer."""
+    """PCM of 200 samples or fewer (nonempty, or empty where the entry point needs audio)."""
 
-    def __init__(self, n_samples: int) -> None:
+    def __init__(self, n_samples: int, allow_empty: bool = True) -> None:
         self.n_samples = n_samples
-        super().__init__(
-            f"audio has {n_samples} samples; nonempty 16 kHz mono audio must have more than 200 "
-            "(12.5 ms); pad it or pass an empty array"
-        )
+        if allow_empty:
+            rule, fix = "nonempty 16 kHz mono audio must have", "pad it or pass an empty array"
+        else:
+            rule, fix = "this entry point needs 16 kHz mono audio with", "pad it"
+        super().__init__(f"audio has {n_samples} samples; {rule} more than 200 (12.5 ms); {fix}")
+
+    def __reduce__(self):  # keep pickling (multiprocessing) working with the constructor's arguments
+        return (type(self), (self.n_samples,))
 
 
 class PcmTooLongError(PcmError):
@@ -78,6 +82,10 @@ class NoChannelsError(AudioError):
 
 class CorruptAudioError(AudioError):
     """The file opened but its sample data could not be decoded."""
+
+
+class OnnxFormatError(ValueError):
+    """Bytes that are not a well-formed ONNX protobuf message."""
 
 
 class VadModelError(ValueError):

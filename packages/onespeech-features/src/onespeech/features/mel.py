@@ -28,7 +28,7 @@ import functools
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from onespeech.features.pcm import SAMPLE_RATE, validate_pcm
+from onespeech.features.pcm import ALIGNMENT_MAX_SECONDS, CHUNK_SECONDS, SAMPLE_RATE, validate_pcm
 from onespeech.kernels.threads import thread_limit
 
 N_FFT = 400  # 25 ms window at 16 kHz
@@ -36,9 +36,6 @@ HOP_LENGTH = 160  # 10 ms hop
 N_MELS = 128  # feature_size of the pinned preprocessor_config.json
 N_FREQS = N_FFT // 2 + 1  # 201 one-sided bins
 POWER_FLOOR = 1e-10
-CHUNK_SECONDS = 30  # chunk_length of the preprocessor: the public extractor's bound
-MAX_PUBLIC_SAMPLES = CHUNK_SECONDS * SAMPLE_RATE  # 480000
-ALIGNMENT_MAX_SECONDS = 300.0  # the forced aligner's bounded input
 _BLOCK_FRAMES = 256  # frames per FFT batch: the float64 temporaries (~0.8 MB each) stay in cache
 _FILTERS_PER_BAND = 16
 
@@ -63,7 +60,7 @@ def log_mel_spectrogram(pcm: np.ndarray) -> np.ndarray:
         The samples fail ``validate_pcm``, or the input is longer than 30 s
         (``PcmTooLongError``).
     """
-    return log_mel(pcm, max_seconds=CHUNK_SECONDS)
+    return log_mel(pcm, max_seconds=CHUNK_SECONDS)  # chunk_length of the pinned preprocessor
 
 
 def log_mel(pcm: np.ndarray, max_seconds: float = ALIGNMENT_MAX_SECONDS) -> np.ndarray:
@@ -145,7 +142,19 @@ def mel_filters() -> np.ndarray:
     8000 Hz, evaluated at the 201 FFT bin frequencies and area-normalised (2 / band
     width), as transformers' ``mel_filter_bank(norm="slaney", mel_scale="slaney")``.
     """
-    mel_points = np.linspace(_hz_to_mel(0.0), _hz_to_mel(8000.0), N_MELS + 2)
+    return slaney_mel_filters(N_MELS)
+
+
+@functools.cache
+def slaney_mel_filters(n_mels: int) -> np.ndarray:
+    """Slaney-scale, Slaney-normalised mel filters for a 400-point FFT at 16 kHz, (201, n_mels).
+
+    The bank of :func:`mel_filters` with any number of bands (``librosa.filters.mel``
+    with ``sr=16000, n_fft=400`` and its defaults, in float64); read-only.
+    """
+    if not (isinstance(n_mels, int) and 0 < n_mels <= N_FREQS):
+        raise ValueError(f"n_mels must be an integer in 1..{N_FREQS}, got {n_mels!r}")
+    mel_points = np.linspace(_hz_to_mel(0.0), _hz_to_mel(8000.0), n_mels + 2)
     hz_points = _mel_to_hz(mel_points)
     fft_freqs = np.linspace(0, SAMPLE_RATE // 2, N_FREQS)
     band_widths = np.diff(hz_points)

@@ -22,10 +22,14 @@ from onespeech.features.errors import (
 
 SAMPLE_RATE = 16000
 MIN_SAMPLES_EXCLUSIVE = 200  # n_fft // 2: the reflection pad needs more samples than this
+CHUNK_SECONDS = 30  # one recognition, and the public Whisper extractor, see at most 30 s
+MAX_CHUNK_SAMPLES = CHUNK_SECONDS * SAMPLE_RATE  # 480000
+ALIGNMENT_MAX_SECONDS = 300  # the forced aligner's bounded input
+ALIGNMENT_MAX_SAMPLES = ALIGNMENT_MAX_SECONDS * SAMPLE_RATE  # 4800000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None) -> np.ndarray:
+def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None, allow_empty: bool = True) -> np.ndarray:
     """Check 16 kHz mono PCM and return it as a C-contiguous float32 array.
 
     Parameters
@@ -34,6 +38,9 @@ def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None) -> np.ndarr
         Mono samples, nominally in [-1, 1]. float64 input is converted to float32.
     max_samples : int or None
         Upper bound of the calling entry point, if any.
+    allow_empty : bool
+        Whether empty input is valid (it is for recognition, whose result is then
+        empty; alignment needs audio).
 
     Returns
     -------
@@ -45,7 +52,7 @@ def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None) -> np.ndarr
     PcmShapeError
         Not a one-dimensional floating-point array.
     PcmTooShortError
-        Nonempty with 200 samples or fewer.
+        200 samples or fewer (nonempty, or empty when ``allow_empty`` is False).
     PcmTooLongError
         More than ``max_samples`` samples.
     NonFiniteSampleError
@@ -71,10 +78,10 @@ def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None) -> np.ndarr
             "(convert integer PCM by dividing by its full-scale value)"
         )
     n_samples = array.shape[0]
-    if n_samples == 0:
+    if n_samples == 0 and allow_empty:
         return np.zeros(0, dtype=np.float32)
     if n_samples <= MIN_SAMPLES_EXCLUSIVE:
-        raise PcmTooShortError(n_samples)
+        raise PcmTooShortError(n_samples, allow_empty)
     if max_samples is not None and n_samples > max_samples:
         raise PcmTooLongError(n_samples, max_samples)
     _check_finite(array)

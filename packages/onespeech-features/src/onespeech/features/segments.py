@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from onespeech.features.pcm import SAMPLE_RATE
 
-WINDOW_SAMPLES = 512
+WINDOW_SAMPLES = 512  # Silero VAD at 16 kHz: one speech probability per 32 ms
 _SAMPLES_PER_MS = SAMPLE_RATE // 1000
 
 

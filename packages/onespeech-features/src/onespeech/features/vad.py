@@ -35,12 +35,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from onespeech.features.errors import NonFiniteSampleError, PcmShapeError, VadModelError
 from onespeech.features.pcm import validate_pcm
-from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
+from onespeech.features.segments import WINDOW_SAMPLES, SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.kernels.errors import TensorFileError
 from onespeech.kernels.tensorfile import read_tensor_file
 from onespeech.kernels.threads import thread_limit
 
-WINDOW_SAMPLES = 512  # 32 ms at 16 kHz
 CONTEXT_SAMPLES = 64  # carried from the previous window
 GROUP_WINDOWS = 32  # windows per front-end batch (~1 s of audio)
 HIDDEN = 128

@@ -9,9 +9,38 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .errors import (
+    ConversionInProgressError,
+    DownloadError,
+    JsonNestingError,
+    ModelIntegrityError,
+    ObjectClosedError,
+    OfflineModeError,
+    OperationCancelledError,
+    RemoteFileNotFoundError,
+    TensorFileError,
+    UnsafeFileNameError,
+)
+from .precision import Precision
 from .threads import OPENBLAS_SPIN_TIMEOUT  # imports no numpy: the setdefault below still precedes it
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ConversionInProgressError",
+    "DownloadError",
+    "JsonNestingError",
+    "ModelIntegrityError",
+    "ObjectClosedError",
+    "OfflineModeError",
+    "OperationCancelledError",
+    "Precision",
+    "RemoteFileNotFoundError",
+    "TensorFileError",
+    "UnsafeFileNameError",
+    "describe",
+    "info",
+]
 
 # numpy's OpenBLAS keeps its worker threads spinning for ~2^28 cycles after
 # each threaded call (measured here: ~50 ms of a core), which starves our

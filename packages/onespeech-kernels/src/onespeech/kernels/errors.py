@@ -9,9 +9,22 @@ keep working), and a file in our tensor format that fails validation
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
 import os
 
-__all__ = ["ConversionInProgressError", "ModelIntegrityError", "TensorFileError"]
+__all__ = [
+    "ConversionInProgressError",
+    "DownloadError",
+    "JsonNestingError",
+    "ModelIntegrityError",
+    "ObjectClosedError",
+    "OfflineModeError",
+    "OperationCancelledError",
+    "RemoteFileNotFoundError",
+    "TensorFileError",
+    "UnsafeFileNameError",
+]
 
 
 class ModelIntegrityError(Exception):
@@ -63,3 +76,50 @@ class ConversionInProgressError(OSError):
 
     def __reduce__(self):
         return (type(self), (self.directory, self.holder))
+
+
+class OperationCancelledError(concurrent.futures.CancelledError):
+    """The caller's cancellation signal was set; the operation stopped without a result.
+
+    The base of every cancellation error in OneSpeech (recognition, alignment,
+    downloads), so one ``except`` catches them all; it is also a
+    ``concurrent.futures.CancelledError``.
+    """
+
+
+class ObjectClosedError(ValueError):
+    """A method was called on an object after its ``close()`` (as with a closed file)."""
+
+
+class DownloadError(OSError):
+    """A download failed (network, timeout, HTTP error) after all retries."""
+
+
+class RemoteFileNotFoundError(DownloadError):
+    """The remote answered 404/410 for a file: wrong endpoint, repository, revision or name."""
+
+
+class OfflineModeError(FileNotFoundError):
+    """Offline mode is on and the cache lacks files that would have to be downloaded."""
+
+
+class UnsafeFileNameError(ValueError):
+    """A file name (from a catalog, a remote index or a manifest) could escape its directory."""
+
+
+class JsonNestingError(json.JSONDecodeError):
+    """JSON whose arrays/objects nest deeper than the parser can follow.
+
+    A ``json.JSONDecodeError`` (so a ``ValueError``), so every reader of a model
+    file turns it into its own typed error naming the file, as for any other
+    malformed JSON; ``pos`` is where the nesting first went that deep.
+    """
+
+    def __init__(self, doc: str, pos: int, depth: int) -> None:
+        self.depth = depth
+        super().__init__(f"arrays/objects are nested {depth} levels deep at this point, deeper than the JSON "
+                         "parser follows "
+                         "(model files nest fewer than 10)", doc, pos)
+
+    def __reduce__(self):
+        return (type(self), (self.doc, self.pos, self.depth))

@@ -31,7 +31,12 @@ import requests
 from tqdm import tqdm
 
 from onespeech.kernels import __version__
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.errors import (
+    DownloadError,
+    ModelIntegrityError,
+    OfflineModeError,
+    RemoteFileNotFoundError,
+)
 from onespeech.kernels.store import (
     FileDigest,
     UnsafeFileNameError,
@@ -63,18 +68,6 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _CHUNK = 1 << 16
 _TRUE = {"1", "true", "yes", "on"}
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
-
-
-class DownloadError(OSError):
-    """A download failed (network, timeout, HTTP error) after all retries."""
-
-
-class RemoteFileNotFoundError(DownloadError):
-    """The remote answered 404/410 for a file: wrong endpoint, repository, revision or name."""
-
-
-class OfflineModeError(FileNotFoundError):
-    """Offline mode is on and the cache lacks files that would have to be downloaded."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +146,7 @@ def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
     return digest
 
 
-def _describe(exc: BaseException, options: FetchOptions) -> str:
+def _describe(exc: BaseException | None, options: FetchOptions) -> str:
     if isinstance(exc, requests.Timeout):
         return (
             f"timed out (connect timeout {options.connect_timeout_s:g} s, "
@@ -320,7 +313,7 @@ def fetch_files(
         raise OfflineModeError(
             f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and {directory} lacks "
             f"{len(missing)} file(s) of {repo_id}@{revision}: {', '.join(missing)}; "
-            "fetch them while online (onespeech-convert qwen-fetch) or copy them there"
+            "load the model once while online (it fetches them) or copy them there"
         )
     present = {name: pin for name, pin in files.items() if name not in missing}
     verify_files(directory, present, digests="once", what="publisher file")

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.errors import ModelIntegrityError, UnsafeFileNameError
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import pid_alive
 
 MANIFEST_NAME = "manifest.json"
@@ -46,10 +47,6 @@ _HASH_BLOCK = 1 << 20  # 1 MiB reads: large enough for hashlib to run at memory 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _REPO_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class UnsafeFileNameError(ValueError):
-    """A file name (from a catalog, a remote index or a manifest) could escape its directory."""
 
 
 # -- locations ---------------------------------------------------------------
@@ -192,7 +189,7 @@ def _stat_key(path: Path) -> list[int]:
 
 def _read_stamps(directory: Path) -> dict[str, Any]:
     try:
-        data = json.loads((directory / STAMP_NAME).read_text(encoding="utf-8"))
+        data = loads_json((directory / STAMP_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -315,7 +312,7 @@ def read_manifest(directory: str | os.PathLike[str], *, name: str = MANIFEST_NAM
     path = safe_join(directory, name)
     text = path.read_text(encoding="utf-8")
     try:
-        data = json.loads(text)
+        data = loads_json(text)
         if data.get("format") != MANIFEST_FORMAT or data.get("version") != MANIFEST_VERSION:
             raise ValueError(f"format/version {data.get('format')!r}/{data.get('version')!r}")
         files = {
@@ -363,7 +360,7 @@ def remove_stale_staging(parent: str | os.PathLike[str]) -> list[Path]:
 
     Call it while holding the directory lock. Returns the directories removed.
     """
-    removed = []
+    removed: list[Path] = []
     parent = Path(parent)
     if not parent.is_dir():
         return removed

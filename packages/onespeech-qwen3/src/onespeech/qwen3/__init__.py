@@ -5,24 +5,33 @@
 ...     transcript = rec.transcribe(pcm_16k_mono, "en")
 """
 
+from onespeech.kernels.precision import Precision
 from onespeech.qwen3.errors import (
+    ConfigError,
     ContextError,
+    ConversionError,
     MaxNewTokensError,
+    ModelKindError,
     RecognitionCancelled,
+    SafetensorsError,
     UnsupportedLanguageError,
 )
-from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3.recognizer import Qwen3Options, Qwen3Recognizer
 from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConfigError",
     "ContextError",
+    "ConversionError",
     "MaxNewTokensError",
+    "ModelKindError",
     "Precision",
     "Qwen3Options",
     "Qwen3Recognizer",
     "RecognitionCancelled",
+    "SafetensorsError",
     "Segment",
     "TimingMethod",
     "Transcript",

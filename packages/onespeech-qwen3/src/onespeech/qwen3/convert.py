@@ -40,10 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import sha256_file, write_manifest
 from onespeech.kernels.tensorfile import write_tensor_file
 from onespeech.qwen3.config import EMBED_NAME, LM_HEAD_NAME, Qwen3Config, load_config
+from onespeech.qwen3.errors import ConfigError, ConversionError
 from onespeech.qwen3.safetensors import Checkpoint, open_checkpoint, weight_files
 
 __all__ = [
@@ -52,9 +53,9 @@ __all__ = [
     "PRECISIONS",
     "ConversionError",
     "convert",
+    "check_layer_counts",
     "expected_tensors",
     "manifest_name",
-    "normalize_precision",
 ]
 
 CONVERTER_VERSION = 1
@@ -72,29 +73,40 @@ EXTENSION = ".ost"
 COPIED_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "chat_template.json",
                 "tokenizer_config.json", "vocab.json", "merges.txt")  # fmt: skip
 REQUIRED_COPIED = ("config.json",)
-_PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
 
 
-class ConversionError(ModelIntegrityError, ValueError):
-    """The publisher files cannot be converted (missing/extra tensor, wrong shape or dtype)."""
-
-
-def normalize_precision(precision: Any) -> str:
-    """``"fp32"`` or ``"bf16"`` from a string or an enum member (its value or name)."""
-    candidates = [precision]
-    value = getattr(precision, "value", None)
-    name = getattr(precision, "name", None)
-    candidates += [c for c in (value, name) if c is not None]
-    for candidate in candidates:
-        key = str(candidate).lower().replace("-", "").replace("_", "")
-        if key in _PRECISION_ALIASES:
-            return _PRECISION_ALIASES[key]
-    raise ValueError(f"precision {precision!r} is not supported; allowed: fp32 (float32), bf16 (bfloat16)")
-
-
-def manifest_name(precision: Any) -> str:
+def manifest_name(precision: Precision | str) -> str:
     """The manifest of one precision, e.g. ``manifest.fp32.json``."""
-    return f"manifest.{normalize_precision(precision)}.json"
+    return f"manifest.{Precision.parse(precision).value}.json"
+
+
+_LAYER_NAME = re.compile(r"thinker\.(audio_tower|model)\.layers\.(\d+)\.")
+
+
+def check_layer_counts(config: Qwen3Config, names: Iterable[str], source: str | os.PathLike[str]) -> None:
+    """Refuse a config whose layer counts differ from the tensors present.
+
+    Runs before :func:`expected_tensors` builds its table, so a config declaring 10^8
+    layers is refused at once instead of after gigabytes of names.
+
+    Raises
+    ------
+    ConfigError
+        ``encoder_layers`` or ``num_hidden_layers`` is not the number of layers in ``names``.
+    """
+    present = {"audio_tower": 0, "model": 0}
+    for name in names:
+        match = _LAYER_NAME.match(name)
+        if match:
+            present[match[1]] = max(present[match[1]], int(match[2]) + 1)
+    declared = {"audio_tower": config.audio.num_layers, "model": config.text.num_layers}
+    fields = {"audio_tower": "audio_config.encoder_layers", "model": "text_config.num_hidden_layers"}
+    for part, count in declared.items():
+        if count != present[part]:
+            raise ConfigError(
+                f"{os.fspath(source)}: thinker_config.{fields[part]} is {count} but the checkpoint holds "
+                f"{present[part]} such layers"
+            )
 
 
 def expected_tensors(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
@@ -156,6 +168,7 @@ def _natural_key(name: str) -> list[Any]:
 
 
 def _check_checkpoint(checkpoint: Checkpoint, config: Qwen3Config) -> None:
+    check_layer_counts(config, checkpoint, checkpoint.files[0].path.parent / "config.json")
     expected = expected_tensors(config)
     missing = sorted(set(expected) - set(checkpoint), key=_natural_key)
     if missing:
@@ -175,7 +188,9 @@ def _check_checkpoint(checkpoint: Checkpoint, config: Qwen3Config) -> None:
 
 def _groups(config: Qwen3Config, names: Iterable[str]) -> list[tuple[str, list[str]]]:
     """File stem -> tensor names, before size splitting."""
-    encoder, decoder_layers, other = [], {}, []
+    encoder: list[str] = []
+    decoder_layers: dict[int, list[str]] = {}
+    other: list[str] = []
     for name in names:
         match = re.match(r"thinker\.model\.layers\.(\d+)\.", name)
         if name.startswith("thinker.audio_tower."):
@@ -235,7 +250,7 @@ def _digests(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
 def convert(
     publisher_dir: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
-    precision: Any = "fp32",
+    precision: Precision | str = Precision.FLOAT32,
     *,
     revision: str | None = None,
 ) -> list[str]:
@@ -267,7 +282,7 @@ def convert(
     ConfigError, SafetensorsError
         Unreadable configuration or weights.
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     source, out = Path(publisher_dir), Path(out_dir)
     config = load_config(source)
     sources = weight_files(source)

@@ -1,15 +1,28 @@
-"""Errors of the Qwen3 recognizer, and the cancellation check shared by its stages.
+"""Errors of the Qwen3 recognizer and its model files.
 
 Bad input raises ``ValueError`` subclasses whose message names the value and what is
 allowed; reaching ``max_new_tokens`` raises ``MaxNewTokensError`` (a ``RuntimeError``)
-instead of returning truncated text; a cancelled call raises ``RecognitionCancelled``.
+instead of returning truncated text; a cancelled call raises ``RecognitionCancelled``
+(an ``onespeech.kernels.OperationCancelledError``). Damaged model files raise
+``ModelIntegrityError`` subclasses naming the file to remove.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Callable
-from typing import Protocol
+from onespeech.kernels.cancel import Cancel, is_cancelled
+from onespeech.kernels.errors import ModelIntegrityError, OperationCancelledError
+
+__all__ = [
+    "ConfigError",
+    "ContextError",
+    "ConversionError",
+    "MaxNewTokensError",
+    "ModelKindError",
+    "RecognitionCancelled",
+    "SafetensorsError",
+    "UnsupportedLanguageError",
+    "raise_if_cancelled",
+]
 
 
 class UnsupportedLanguageError(ValueError):
@@ -24,34 +37,37 @@ class MaxNewTokensError(RuntimeError):
     """Generation reached max_new_tokens without the model ending its answer."""
 
 
-class RecognitionCancelled(concurrent.futures.CancelledError):
+class ModelKindError(ValueError):
+    """The directory holds another kind of model than the one asked for (or is inconsistent)."""
+
+
+class RecognitionCancelled(OperationCancelledError):
     """The caller's cancellation signal was set while recognition ran."""
 
 
-class _EventLike(Protocol):
-    def is_set(self) -> bool: ...
+class ConfigError(ValueError):
+    """A model configuration file is missing a field or holds a wrong value."""
 
 
-# a threading.Event-like object, a callable returning True when cancelled, or None
-Cancel = _EventLike | Callable[[], bool] | None
+class SafetensorsError(ModelIntegrityError, ValueError):
+    """A safetensors file or index is malformed.
+
+    A ``ModelIntegrityError`` (the message names the file to remove) and a
+    ``ValueError`` (the input is bad), with ``.path`` and ``.reason``.
+    """
 
 
-def is_cancel_signal(cancel: object) -> bool:
-    """True if ``cancel`` is usable as a cancellation signal (None counts)."""
-    return cancel is None or callable(getattr(cancel, "is_set", None)) or callable(cancel)
+class ConversionError(ModelIntegrityError, ValueError):
+    """The publisher files cannot be converted (missing/extra tensor, wrong shape or dtype)."""
 
 
 def raise_if_cancelled(cancel: Cancel) -> None:
-    """Raise ``RecognitionCancelled`` if the signal is set.
+    """Raise ``RecognitionCancelled`` if the signal is set (the model stages' check).
 
     Parameters
     ----------
     cancel : threading.Event-like | callable | None
         An object with ``is_set()``, or a callable returning True once cancelled.
     """
-    if cancel is None:
-        return
-    is_set = getattr(cancel, "is_set", None)
-    cancelled = is_set() if callable(is_set) else cancel()  # type: ignore[operator]
-    if cancelled:
+    if is_cancelled(cancel):
         raise RecognitionCancelled("recognition was cancelled by the caller's signal")

@@ -58,10 +58,16 @@ class Languages:
     ----------
     names : iterable of str
         The config's ``support_languages`` (canonical names, e.g. ``"English"``).
+    owner : str
+        Who supports them, for messages (``"this model"``).
+    detects : bool
+        Whether the owner identifies the language itself when given None.
     """
 
-    def __init__(self, names: Iterable[str]) -> None:
+    def __init__(self, names: Iterable[str], owner: str = "this model", detects: bool = True) -> None:
         self.names: tuple[str, ...] = tuple(names)
+        self._owner = owner
+        self._detects = detects
         self._by_key: dict[str, str] = {}
         for name in self.names:
             self._by_key[name.lower()] = name
@@ -96,9 +102,10 @@ class Languages:
             # BCP-47 forms: en-US, zh_CN -> primary subtag
             name = self._by_key.get(re.split("[-_]", key, maxsplit=1)[0])
         if name is None:
+            detect = ", or None to detect it" if self._detects else ""
             raise UnsupportedLanguageError(
-                f"language {language!r} is not supported by this model; use one of "
-                f"{', '.join(self.tags)} (or a name such as 'English'), or None to detect it"
+                f"language {language!r} is not supported by {self._owner}; use one of "
+                f"{', '.join(self.tags)} (or a name such as 'English'){detect}"
             )
         return name
 

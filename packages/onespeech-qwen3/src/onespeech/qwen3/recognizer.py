@@ -11,40 +11,42 @@ One recognition of a bounded input (at most 30 s)::
 Longer input goes through VAD-first chunks (``onespeech.features``), each chunk
 recognised with fresh decoder state; segments keep the source clock. Word timings
 stay None: no timing model is ever loaded here.
+
+One recognizer may be shared by threads: its calls are serialized by a lock (the
+decoder keeps one cache plan), so two threads take turns rather than run at once.
 """
 
 from __future__ import annotations
 
-import enum
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from onespeech.features import log_mel_spectrogram, validate_pcm
-from onespeech.features.pcm import SAMPLE_RATE
-from onespeech.kernels.threads import thread_limit
+from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE
+from onespeech.kernels.cancel import Cancel, check_cancel
+from onespeech.kernels.errors import ObjectClosedError
+from onespeech.kernels.precision import Precision
+from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.decoder import Generation, Qwen3Decoder
 from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
-from onespeech.qwen3.errors import Cancel, MaxNewTokensError, is_cancel_signal, raise_if_cancelled
+from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, raise_if_cancelled
 from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
+from onespeech.qwen3.runtime import RuntimeModel
 from onespeech.qwen3.transcript import Segment, Transcript, Word
+from onespeech.qwen3.units import CHARACTER_LANGUAGES, written_units
+from onespeech.tokenizer import Qwen3Tokenizer
+
+if TYPE_CHECKING:
+    from onespeech.features import SileroVad
 
 MAX_NEW_TOKENS_LIMIT = 4096  # spec: max_new_tokens is 1..4096
-MAX_CHUNK_SAMPLES = 30 * SAMPLE_RATE  # one recognition sees at most 30 s
-# languages written without spaces: their words are characters, their chunks join without a space
-_CHARACTER_LANGUAGES = frozenset({"zh", "yue", "ja"})
-
-
-class Precision(enum.Enum):
-    """Weight storage and activation arithmetic of the runtime graphs."""
-
-    FLOAT32 = "fp32"  # bf16 tensors expanded exactly; float32 activations
-    BFLOAT16 = "bf16"  # bf16 storage, activations rounded to bf16 at op boundaries, f32 accumulation
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class Qwen3Options:
     context : str | None
         System-context prompt for biasing; at most 4096 token ids, special tokens refused.
     precision : Precision
-        FLOAT32 (default) or BFLOAT16.
+        FLOAT32 (default) or BFLOAT16; the strings "fp32" and "bf16" are accepted.
     threads : int | None
         Threads for BLAS and kernels; None: OMP_NUM_THREADS, else the CPUs available.
     max_new_tokens : int
@@ -75,10 +77,9 @@ class Qwen3Options:
     def __post_init__(self) -> None:
         if self.context is not None and not isinstance(self.context, str):
             raise TypeError(f"context must be a string or None, not {type(self.context).__name__}")
-        if not isinstance(self.precision, Precision):
-            raise ValueError(f"precision={self.precision!r}; use Precision.FLOAT32 or Precision.BFLOAT16")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
-            raise ValueError(f"threads={self.threads!r}; use an int >= 1 or None for the default")
+        object.__setattr__(self, "precision", Precision.parse(self.precision))
+        if self.threads is not None:
+            check_threads(self.threads)
         _check_max_new_tokens(self.max_new_tokens)
         if self.encoder_attention not in ENCODER_ATTENTION:
             raise ValueError(f"encoder_attention={self.encoder_attention!r}; use one of {ENCODER_ATTENTION}")
@@ -115,10 +116,17 @@ class Qwen3Recognizer:
     """Greedy Qwen3-ASR recognition on the OneSpeech runtime.
 
     Build with :meth:`load`; use as a context manager (or call :meth:`close`) to
-    release the memory-mapped runtime files.
+    release the memory-mapped runtime files. Safe to share between threads: calls
+    are serialized (one runs at a time).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, options: Qwen3Options, vad: Any = None) -> None:
+    def __init__(
+        self,
+        model: RuntimeModel,
+        tokenizer: Qwen3Tokenizer,
+        options: Qwen3Options,
+        vad: SileroVad | str | os.PathLike[str] | None = None,
+    ) -> None:
         self._model = model
         self.config = model.config
         self.tokenizer = tokenizer
@@ -130,6 +138,8 @@ class Qwen3Recognizer:
         self.decoder = Qwen3Decoder(model, self.config, bf16_activations=bf16)
         self._vad = vad
         self._closed = False
+        # the decoder's cache plan and buffers belong to one call at a time
+        self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -140,7 +150,7 @@ class Qwen3Recognizer:
         options: Qwen3Options | None = None,
         cancel: Cancel = None,
         *,
-        vad: Any = None,
+        vad: SileroVad | str | os.PathLike[str] | None = None,
     ) -> Qwen3Recognizer:
         """Load a Qwen3-ASR model directory.
 
@@ -172,8 +182,7 @@ class Qwen3Recognizer:
         from onespeech.tokenizer import Qwen3Tokenizer
 
         options = options or Qwen3Options()
-        if not is_cancel_signal(cancel):
-            raise TypeError("cancel must be a threading.Event-like object, a callable or None")
+        check_cancel(cancel)
         raise_if_cancelled(cancel)
         if not Path(model_directory).is_dir():
             from onespeech.qwen3.resolve import resolve
@@ -192,14 +201,15 @@ class Qwen3Recognizer:
             raise
 
     def close(self) -> None:
-        """Release the mapped runtime files and the decoder's buffers."""
-        self._closed = True
-        self.decoder.release()
-        self._model.close()
+        """Release the mapped runtime files and the decoder's buffers (after a running call ends)."""
+        with self._lock:
+            self._closed = True
+            self.decoder.release()
+            self._model.close()
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ValueError("this Qwen3Recognizer is closed; load the model again to recognise more audio")
+            raise ObjectClosedError("this Qwen3Recognizer is closed; load the model again to recognise more audio")
 
     def __enter__(self) -> Qwen3Recognizer:
         return self
@@ -209,7 +219,7 @@ class Qwen3Recognizer:
 
     # -- recognition ------------------------------------------------------------------
 
-    def transcribe(self, audio: np.ndarray, language: str | None = "en", cancel: Cancel = None) -> Transcript:
+    def transcribe(self, audio: np.ndarray, language: str | None = None, cancel: Cancel = None) -> Transcript:
         """Recognise 16 kHz mono float PCM.
 
         Parameters
@@ -217,8 +227,8 @@ class Qwen3Recognizer:
         audio : ndarray[float32], shape (n_samples,)
             Empty, or more than 200 samples. Over 30 s uses VAD-first chunks.
         language : str | None
-            A tag ("en", "zh", "yue", ...) or name forcing the language; None lets
-            the model identify it.
+            A tag ("en", "zh", "yue", ...) or name forcing the language; None (the
+            default) lets the model identify it.
         cancel : threading.Event-like, callable or None
             Checked between encoder layers and decoder steps.
 
@@ -236,18 +246,22 @@ class Qwen3Recognizer:
         MaxNewTokensError
             A chunk reached ``options.max_new_tokens`` before the model ended it.
         RecognitionCancelled
+        ObjectClosedError
+            The recognizer was closed.
         """
-        self._check_open()
+        check_cancel(cancel)
         pcm = validate_pcm(audio)
         name = self.languages.resolve(language)
-        if pcm.shape[0] == 0:
-            return Transcript.empty()
-        segments = []
-        with thread_limit(self.options.threads):
-            for start, end in self._chunks(pcm, cancel):
-                segment = self._transcribe_chunk(pcm[start:end], start, end, name, cancel)
-                if segment.text:
-                    segments.append(segment)
+        with self._lock:
+            self._check_open()
+            if pcm.shape[0] == 0:
+                return Transcript.empty()
+            segments = []
+            with thread_limit(self.options.threads):
+                for start, end in self._chunks(pcm, cancel):
+                    segment = self._transcribe_chunk(pcm[start:end], start, end, name, cancel)
+                    if segment.text:
+                        segments.append(segment)
         return _document(segments, self.languages)
 
     def generate(
@@ -259,14 +273,15 @@ class Qwen3Recognizer:
         (default: the options' value) without raising. For research, parity checks
         and benchmarks; :meth:`transcribe` is built on the same steps.
         """
-        self._check_open()
         limit = self.options.max_new_tokens if max_new_tokens is None else _check_max_new_tokens(max_new_tokens)
         name = self.languages.resolve(language)
         pcm = validate_pcm(audio, max_samples=MAX_CHUNK_SAMPLES)
-        if pcm.shape[0] == 0:
-            return []
-        with thread_limit(self.options.threads):
-            return self.recognize(pcm, name, limit).generation.ids
+        with self._lock:
+            self._check_open()
+            if pcm.shape[0] == 0:
+                return []
+            with thread_limit(self.options.threads):
+                return self.recognize(pcm, name, limit).generation.ids
 
     def recognize(
         self,
@@ -285,31 +300,45 @@ class Qwen3Recognizer:
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
         With ``forced_ids`` the decoder is teacher-forced (``Qwen3Decoder.teacher_forced``):
-        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``,
-        ``finished`` is False and no first logits are kept.
+        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``
+        (end ids masked from the first ``min_new_tokens``), ``finished`` is False and
+        no first logits are kept.
         """
-        self._check_open()
-        if mel is None:
-            mel = log_mel_spectrogram(pcm)
-        audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
-        prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], language_name)
-        embeds = self.decoder.embed(prompt.ids)
-        # audio-token embedding substitution at the audio pad positions
-        embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
-        if forced_ids is not None:
-            choices = self.decoder.teacher_forced(embeds, forced_ids, cancel)
-            return ChunkRecognition(mel, audio_embeds, prompt, Generation(choices, False))
-        generation = self.decoder.generate(
-            embeds,
-            max_new_tokens,
-            self.config.eos_token_ids,
-            cancel,
-            keep_first_logits=keep_first_logits,
-            min_new_tokens=min_new_tokens,
-        )
-        return ChunkRecognition(mel, audio_embeds, prompt, generation)
+        check_cancel(cancel)
+        with self._lock:
+            self._check_open()
+            if mel is None:
+                mel = log_mel_spectrogram(pcm)
+            audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
+            prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], language_name)
+            self._check_positions(len(prompt.ids) + (len(forced_ids) if forced_ids is not None else max_new_tokens))
+            embeds = self.decoder.embed(prompt.ids)
+            # audio-token embedding substitution at the audio pad positions
+            embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+            if forced_ids is not None:
+                choices = self.decoder.teacher_forced(
+                    embeds, forced_ids, cancel, eos_ids=self.config.eos_token_ids, min_new_tokens=min_new_tokens
+                )
+                return ChunkRecognition(mel, audio_embeds, prompt, Generation(choices, False))
+            generation = self.decoder.generate(
+                embeds,
+                max_new_tokens,
+                self.config.eos_token_ids,
+                cancel,
+                keep_first_logits=keep_first_logits,
+                min_new_tokens=min_new_tokens,
+            )
+            return ChunkRecognition(mel, audio_embeds, prompt, generation)
 
     # -- stages -----------------------------------------------------------------------
+
+    def _check_positions(self, needed: int) -> None:
+        limit = self.config.text.max_position_embeddings
+        if needed > limit:
+            raise ConfigError(
+                f"{self._model.directory}/config.json: text_config.max_position_embeddings is {limit}, but this "
+                f"recognition needs {needed} positions (prompt and max_new_tokens); the released configs allow 65536"
+            )
 
     def _transcribe_chunk(
         self, pcm: np.ndarray, start: int, end: int, name: str | None, cancel: Cancel
@@ -341,9 +370,9 @@ class Qwen3Recognizer:
         regions = vad.speech_regions(pcm)
         chunks = plan_chunks(regions, n, pcm=pcm, max_samples=MAX_CHUNK_SAMPLES)
         # a chunk of 200 samples or fewer cannot make features; it holds no speech to speak of
-        return [(c.start, c.end) for c in chunks if c.end - c.start > 200]
+        return [(c.start, c.end) for c in chunks if c.end - c.start > MIN_SAMPLES_EXCLUSIVE]
 
-    def _load_vad(self) -> Any:
+    def _load_vad(self) -> SileroVad:
         from onespeech.features import SileroVad
 
         if self._vad is None or isinstance(self._vad, (str, os.PathLike)):
@@ -351,7 +380,7 @@ class Qwen3Recognizer:
         return self._vad
 
 
-def _default_vad() -> Any:
+def _default_vad() -> SileroVad:
     """The default Silero VAD (see :mod:`onespeech.qwen3.vad_model`)."""
     from onespeech.features import SileroVad
     from onespeech.qwen3.vad_model import VadModelNotFoundError, default_vad_path
@@ -365,39 +394,14 @@ def _default_vad() -> Any:
         ) from e
 
 
-def _words(text: str, tag: str | None) -> list[Word]:
-    """Written units: whitespace-delimited, or characters for zh/yue/ja.
-
-    In character languages punctuation stays attached to a neighbouring character
-    (the one before it, or after it at the start of a token), so every unit holds a
-    letter or digit when its token has one.
-    """
-    words: list[str] = []
-    for token in text.split():
-        if tag not in _CHARACTER_LANGUAGES:
-            words.append(token)
-            continue
-        units: list[str] = []
-        prefix = ""
-        for char in token:
-            if char.isalnum():
-                units.append(prefix + char)
-                prefix = ""
-            elif units:
-                units[-1] += char
-            else:
-                prefix += char
-        words.extend(units or [prefix])
-    return [Word(w) for w in words]
-
-
 def _document(segments: list[Segment], languages: Languages) -> Transcript:
     """Join chunk segments into the transcript (text, language covering most time, words)."""
     if not segments:
         return Transcript.empty()
     parts: list[str] = []
     for i, seg in enumerate(segments):
-        if i and not (seg.language in _CHARACTER_LANGUAGES and segments[i - 1].language in _CHARACTER_LANGUAGES):
+        # languages written without spaces join their chunks without one
+        if i and not (seg.language in CHARACTER_LANGUAGES and segments[i - 1].language in CHARACTER_LANGUAGES):
             parts.append(" ")
         parts.append(seg.text)
     duration: dict[str, float] = {}
@@ -405,5 +409,5 @@ def _document(segments: list[Segment], languages: Languages) -> Transcript:
         if seg.language:
             duration[seg.language] = duration.get(seg.language, 0.0) + (seg.end or 0.0) - (seg.start or 0.0)
     language = max(duration, key=lambda k: duration[k]) if duration else None  # first wins ties
-    words = [w for seg in segments for w in _words(seg.text, seg.language)]
+    words = [Word(u.text) for seg in segments for u in written_units(seg.text, seg.language)]
     return Transcript(text="".join(parts), language=language, segments=tuple(segments), words=tuple(words))

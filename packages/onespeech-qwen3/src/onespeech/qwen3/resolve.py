@@ -31,17 +31,17 @@ changed source is converted again).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import DirectoryLock
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import (
     STAMP_NAME,
     FileDigest,
@@ -68,14 +68,12 @@ __all__ = [
     "fetch_publisher",
     "install_record_name",
     "model_dir",
-    "normalize_precision",
     "resolve",
 ]
 
 # (publisher_dir, staging_dir, precision "fp32"|"bf16") -> None; writes runtime files into staging
 Converter = Callable[[Path, Path, str], Any]
 
-_PRECISION_ALIASES = {"fp32": "fp32", "float32": "fp32", "binary32": "fp32", "bf16": "bf16", "bfloat16": "bf16"}
 RECORD_PREFIX = "install."
 PUBLISHER_DIR, RUNTIME_DIR = "publisher", "runtime"
 INDEX_NAME = "model.safetensors.index.json"
@@ -85,21 +83,9 @@ class PublisherFilesMissingError(FileNotFoundError):
     """A BF16 conversion needs publisher files that are not in the cache (it never downloads)."""
 
 
-def normalize_precision(precision: str | Enum) -> str:
-    """``"fp32"`` or ``"bf16"`` from a string or a ``Precision`` enum member (name or value)."""
-    candidates = [precision]
-    if isinstance(precision, Enum):
-        candidates = [precision.value, precision.name]
-    for c in candidates:
-        key = str(c).lower().replace("-", "").replace("_", "")
-        if key in _PRECISION_ALIASES:
-            return _PRECISION_ALIASES[key]
-    raise ValueError(f"precision {precision!r} is not supported; use 'fp32' (float32) or 'bf16' (bfloat16)")
-
-
-def install_record_name(precision: str | Enum) -> str:
+def install_record_name(precision: Precision | str) -> str:
     """The install record of one precision in a runtime directory, e.g. ``install.fp32.json``."""
-    return f"{RECORD_PREFIX}{normalize_precision(precision)}.json"
+    return f"{RECORD_PREFIX}{Precision.parse(precision).value}.json"
 
 
 def default_converter(publisher_dir: Path, staging_dir: Path, precision: str, revision: str | None = None) -> None:
@@ -118,7 +104,7 @@ def _converter_manifest(precision: str) -> str:
 # -- entry point -------------------------------------------------------------------
 def resolve(
     model: str | os.PathLike[str] | CatalogEntry,
-    precision: str | Enum = "fp32",
+    precision: Precision | str = Precision.FLOAT32,
     *,
     offline: bool | None = None,
     progress: bool | None = None,
@@ -162,7 +148,7 @@ def resolve(
     DownloadError
         The network failed after retries.
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     options = fetch_options or FetchOptions()
     options = FetchOptions(**{**options.__dict__, "offline": offline if offline is not None else options.offline,
                               "progress": progress if progress is not None else options.progress})  # fmt: skip
@@ -180,9 +166,8 @@ def resolve(
 # -- catalogued models --------------------------------------------------------------
 def model_dir(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """``<cache>/models/<owner>--<name>/<revision>`` of a Hub catalog entry."""
-    if entry.source_type != "huggingface":
-        raise ValueError(f"{entry.id} comes from a {entry.source_type} source; only Hub models are cached here")
-    return model_cache_dir(entry.repo, entry.revision, cache_dir)
+    repo, revision = entry.hub_location
+    return model_cache_dir(repo, revision, cache_dir)
 
 
 def fetch_publisher(
@@ -203,7 +188,7 @@ def fetch_publisher(
     if include_optional:
         pins.update({f.name: f.pin for f in entry.files if not f.required and f.pin is not None})
     with DirectoryLock(directory):
-        fetch_files(entry.repo, entry.revision, pins, directory / PUBLISHER_DIR, options=options or FetchOptions())
+        fetch_files(*entry.hub_location, pins, directory / PUBLISHER_DIR, options=options or FetchOptions())
     return directory / PUBLISHER_DIR
 
 
@@ -222,7 +207,7 @@ def _resolve_entry(
         publisher = directory / PUBLISHER_DIR
         pins = entry.required_pins()
         if precision == "fp32":
-            fetch_files(entry.repo, entry.revision, pins, publisher, options=options)
+            fetch_files(*entry.hub_location, pins, publisher, options=options)
         else:
             _require_cached(publisher, pins, entry)
             verify_files(publisher, pins, digests="once", what="publisher file")
@@ -242,7 +227,7 @@ def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
     if INDEX_NAME not in pins or not index.is_file():
         return
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = loads_json(index.read_text(encoding="utf-8"))["weight_map"]
         shards = set(weight_map.values())
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelIntegrityError(index, f"not a safetensors index with a weight_map ({e})") from e
@@ -257,7 +242,7 @@ def _require_cached(publisher: Path, pins: dict[str, FileDigest], entry: Catalog
     if missing:
         raise PublisherFilesMissingError(
             f"BF16 conversion of {entry.id} never downloads, and {publisher} lacks {', '.join(missing)}; "
-            f"resolve the FP32 model first (or run `onespeech-convert qwen-fetch {entry.id}`)"
+            "load the FP32 model once first (Precision.FLOAT32 downloads them)"
         )
 
 

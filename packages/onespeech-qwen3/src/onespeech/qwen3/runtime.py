@@ -28,15 +28,16 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.lock import DirectoryLock
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import Manifest, install, new_staging_dir, remove_stale_staging, verify_manifest
 from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
 from onespeech.qwen3.config import Qwen3Config, load_config
 from onespeech.qwen3.convert import (
     RUNTIME_FORMAT,
+    check_layer_counts,
     convert,
     expected_tensors,
     manifest_name,
-    normalize_precision,
 )
 
 __all__ = [
@@ -138,7 +139,7 @@ def activation_rounding(bf16: bool) -> Callable[[np.ndarray], np.ndarray]:
     return _round_in_place if bf16 else _identity
 
 
-def has_runtime(directory: str | os.PathLike[str], precision: Any = "fp32") -> bool:
+def has_runtime(directory: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32) -> bool:
     """True if ``directory`` holds the manifest of ``precision`` (installed runtime files)."""
     return (Path(directory) / manifest_name(precision)).is_file()
 
@@ -149,7 +150,7 @@ def _has_publisher_files(directory: Path) -> bool:
     )
 
 
-def ensure_runtime(model_dir: str | os.PathLike[str], precision: Any = "fp32") -> Path:
+def ensure_runtime(model_dir: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32) -> Path:
     """Convert ``model_dir``'s publisher files into runtime files there, once.
 
     Returns
@@ -166,7 +167,7 @@ def ensure_runtime(model_dir: str | os.PathLike[str], precision: Any = "fp32") -
     ModelIntegrityError
         A publisher or freshly converted file is damaged (names the file).
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     directory = Path(model_dir)
     if has_runtime(directory, precision):
         return directory
@@ -184,7 +185,7 @@ def ensure_runtime(model_dir: str | os.PathLike[str], precision: Any = "fp32") -
 def install_runtime(
     publisher_dir: str | os.PathLike[str],
     runtime_dir: str | os.PathLike[str],
-    precision: Any = "fp32",
+    precision: Precision | str = Precision.FLOAT32,
     *,
     revision: str | None = None,
 ) -> Path:
@@ -200,7 +201,7 @@ def install_runtime(
     ConversionInProgressError
         Another process holds the lock; retry after it completes.
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     source, target = Path(publisher_dir), Path(runtime_dir)
     target.mkdir(parents=True, exist_ok=True)
     with DirectoryLock(target):
@@ -222,7 +223,7 @@ def install_runtime(
 
 def load_runtime(
     directory: str | os.PathLike[str],
-    precision: Any = "fp32",
+    precision: Precision | str = Precision.FLOAT32,
     *,
     digests: Literal["once", "always", "never"] = "once",
 ) -> RuntimeModel:
@@ -236,7 +237,7 @@ def load_runtime(
         A listed file is missing, has the wrong size or digest, or its tensors do
         not match the manifest and config; the message names the file to remove.
     """
-    precision = normalize_precision(precision)
+    precision = Precision.parse(precision).value
     directory = Path(directory)
     name = manifest_name(precision)
     if not (directory / name).is_file():
@@ -265,6 +266,7 @@ def load_runtime(
 
 
 def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Path) -> None:
+    check_layer_counts(model.config, index, model.directory / "config.json")
     expected = expected_tensors(model.config)
     if set(index) != set(expected):
         missing = sorted(set(expected) - set(index))
@@ -284,6 +286,6 @@ def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Pa
             )
 
 
-def load_model(model_dir: str | os.PathLike[str], precision: Any = "fp32") -> RuntimeModel:
+def load_model(model_dir: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32) -> RuntimeModel:
     """:func:`ensure_runtime` then :func:`load_runtime` (what ``Qwen3Recognizer.load`` needs)."""
     return load_runtime(ensure_runtime(model_dir, precision), precision)

@@ -15,7 +15,7 @@ from .errors import (
     UnknownTokenIdError,
     VocabularyLimitError,
 )
-from .tokenizer import MAX_TEXT_BYTES, Qwen3Tokenizer
+from .tokenizer import MAX_TEXT_BYTES, Qwen3Tokenizer, check_text
 
 __version__ = "0.1.0"
 
@@ -30,4 +30,5 @@ __all__ = [
     "TokenizerFileError",
     "UnknownTokenIdError",
     "VocabularyLimitError",
+    "check_text",
 ]

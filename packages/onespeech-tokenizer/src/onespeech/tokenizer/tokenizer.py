@@ -142,11 +142,11 @@ class Qwen3Tokenizer:
         list[int]
             The ids; no BOS/EOS or task tokens are added.
         """
-        _check_text(text)
+        check_text(text)
         ids: list[int] = []
         pos = 0
         for part in self._added.split(text):
-            if type(part) is str:
+            if isinstance(part, str):
                 self._bpe.encode(split(nfc(part)), ids)
                 pos += len(part)
                 continue
@@ -186,14 +186,14 @@ class Qwen3Tokenizer:
             ids = [i for i in ids if i not in skipped]
         pieces = self._pieces
         if self._added_ids.isdisjoint(ids):
-            return b"".join([pieces[i] for i in ids]).decode("utf-8", "replace")
+            return b"".join([pieces[i] for i in ids]).decode("utf-8", "replace")  # type: ignore[misc]  # no added id: all bytes
         # Added tokens are their own stretches, so a byte sequence cut by one
         # decodes as two incomplete sequences (as in transformers).
         out: list[str] = []
         run: list[bytes] = []
         for i in ids:
             piece = pieces[i]
-            if type(piece) is bytes:
+            if isinstance(piece, bytes):
                 run.append(piece)
                 continue
             if run:
@@ -231,7 +231,20 @@ def _as_int(value: object) -> int:
         raise TypeError(f"token ids must be integers, got {type(value).__name__} {value!r}") from None
 
 
-def _check_text(text: object) -> None:
+def check_text(text: object) -> None:
+    """Check text against the input rules: a str of valid Unicode, at most 1 MiB of UTF-8.
+
+    Every entry point that takes text (the tokenizer, the forced aligner) checks it here.
+
+    Raises
+    ------
+    TypeError
+        Not a str.
+    TextTooLongError
+        More than 1 MiB (1,048,576 bytes) of UTF-8.
+    InvalidTextError
+        A lone UTF-16 surrogate.
+    """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if len(text) > MAX_TEXT_BYTES:  # every character takes at least one byte
@@ -275,5 +288,5 @@ def _added_tokens(vocab: dict[str, int], config: TokenizerConfig) -> list[AddedT
     return [AddedToken(t.id, t.content, t.special or t.content in named) for t in tokens.values()]
 
 
-__all__ = ["MAX_TEXT_BYTES", "Qwen3Tokenizer"]
+__all__ = ["MAX_TEXT_BYTES", "Qwen3Tokenizer", "check_text"]
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onespeech.align.units import clean, spoken_units, written_units
+from onespeech.qwen3.units import clean, spoken_units, written_units
 
 CORPUS = Path(__file__).resolve().parents[3] / "tools" / "oracles" / "qwen3-asr" / "aligner_units_corpus.json"
 

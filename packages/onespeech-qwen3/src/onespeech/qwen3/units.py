@@ -1,8 +1,9 @@
-"""Written and spoken units: what the forced aligner times and what it is fed.
+"""Written and spoken units: the words of a transcript, and what the forced aligner is fed.
 
-A *written unit* is a piece of the caller's text exactly as written (it becomes a
-``Word``); a *spoken unit* is the cleaned string the model sees between two pairs of
-``<timestamp>`` tokens. One written unit maps to zero or more spoken units:
+A *written unit* is a piece of the text exactly as written: the recognizer's words
+and the forced aligner's timed units are both written units. A *spoken unit* is the
+cleaned string the aligner sees between two pairs of ``<timestamp>`` tokens. One
+written unit maps to zero or more spoken units:
 
 - Outside Chinese, Cantonese and Japanese, whitespace delimits written units
   (``str.split()``, as the reference toolkit does). Each unit is cleaned; a cleaned
@@ -109,16 +110,16 @@ def split_ideographs(cleaned: str) -> list[str]:
     return pieces
 
 
-def written_units(text: str, language: str) -> list[WrittenUnit]:
+def written_units(text: str, language: str | None) -> list[WrittenUnit]:
     """Split ``text`` into written units with their spoken units.
 
     Parameters
     ----------
     text : str
         The caller's text; it is not modified.
-    language : str
-        A supported language tag (``"en"``, ``"zh"``, ...); ``zh``, ``yue`` and ``ja``
-        use character units, the others whitespace units.
+    language : str | None
+        A language tag (``"en"``, ``"zh"``, ...); ``zh``, ``yue`` and ``ja`` use
+        character units, every other language (and None) whitespace units.
 
     Returns
     -------
