@@ -7,11 +7,11 @@ Public API:
 - features: ``log_mel_spectrogram`` (at most 30 s); ``onespeech.features.mel.log_mel``
   is the alignment path (at most 300 s)
 - VAD: ``SileroVad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
-- chunks: ``plan_chunks``, ``Chunk``
+- chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``
 """
 
 from onespeech.features.audio import AudioFileSource, load_audio
-from onespeech.features.chunks import Chunk, plan_chunks
+from onespeech.features.chunks import Chunk, ChunkPlanner, plan_chunks
 from onespeech.features.errors import (
     AudioError,
     CorruptAudioError,
@@ -40,6 +40,7 @@ __all__ = [
     "MAX_CHUNK_SAMPLES",
     "AudioFileSource",
     "Chunk",
+    "ChunkPlanner",
     "AudioError",
     "CorruptAudioError",
     "NoChannelsError",
