@@ -9,7 +9,14 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from onespeech.speech.batch import ManifestError, expand_inputs
-from onespeech.speech.batch.records import InputStamp, Record, is_current, read_record, record_path, write_atomic
+from onespeech.speech.batch.records import (
+    InputStamp,
+    Record,
+    is_current,
+    read_record,
+    record_path,
+    write_atomic,
+)
 
 
 def _touch(path: Path, data: bytes = b"RIFF") -> Path:

@@ -21,7 +21,14 @@ import soundfile
 from onespeech.speech.batch.inputs import CorpusItem, expand_inputs
 from onespeech.speech.batch.local_pool import LocalPool
 from onespeech.speech.batch.ray_pool import RayPool
-from onespeech.speech.batch.records import InputStamp, Record, is_current, read_record, record_path, write_atomic
+from onespeech.speech.batch.records import (
+    InputStamp,
+    Record,
+    is_current,
+    read_record,
+    record_path,
+    write_atomic,
+)
 from onespeech.speech.batch.report import BatchReport, FileFailure, WorkerLoad
 from onespeech.speech.batch.work import Task, WorkResult
 from onespeech.speech.document import Document

@@ -105,7 +105,7 @@ def _manifest_items(manifest: Path) -> tuple[list[CorpusItem], list[ManifestErro
             if not text or text.startswith("#"):
                 continue
             try:
-                entry = _parse_jsonl(text) if jsonl else {"path": text}
+                entry: dict[str, object] = _parse_jsonl(text) if jsonl else {"path": text}
                 items.append(_manifest_item(manifest, entry))
             except ValueError as e:
                 errors.append(ManifestError(manifest, number, str(e)))
