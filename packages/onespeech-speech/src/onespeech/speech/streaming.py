@@ -145,10 +145,9 @@ class LiveSession:
             self._recognizer.close()
             raise
         self.language = language
-        self._chunker: LiveChunker | AudioChunker = (
-            LiveChunker(self._vad, vad_options) if chunking == "region" else AudioChunker(self._vad, vad_options))
-        self._input = StreamResampler()
+        self._chunking, self._vad_options = chunking, vad_options
         self._closed = False
+        self.reset()
 
     @property
     def recognizer(self) -> Qwen3Recognizer:
@@ -180,6 +179,14 @@ class LiveSession:
         self._check_open()
         chunks = self._chunker.feed(self._input.flush()) + self._chunker.finish()
         return self._recognize(chunks, cancel)
+
+    def reset(self) -> None:
+        """Start a new stream (clock back to 0, any rate) with the same loaded models."""
+        self._check_open()
+        self._chunker: LiveChunker | AudioChunker = (
+            LiveChunker(self._vad, self._vad_options) if self._chunking == "region"
+            else AudioChunker(self._vad, self._vad_options))
+        self._input = StreamResampler()
 
     def close(self) -> None:
         """Release the models."""

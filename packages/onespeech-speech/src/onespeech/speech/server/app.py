@@ -68,7 +68,8 @@ def create_app(backend: Backend) -> Starlette:
         alive = pool.alive_workers
         body = {"status": "ok" if alive == config.workers else "degraded", "workers": config.workers,
                 "workers_alive": alive, "busy": pool.busy, "queued": pool.queued, "max_queue": config.max_queue,
-                "completed": pool.completed, "failed": pool.failed, "model": str(config.model)}
+                "completed": pool.completed, "failed": pool.failed, "cancelled": pool.cancelled,
+                "model": str(config.model)}
         return JSONResponse(body, status_code=200 if alive == config.workers else 503)
 
     from onespeech.speech.server.websocket import stream_endpoint

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from onespeech.kernels.errors import OperationCancelledError
+
 Models = TypeVar("Models")
 _STOP = object()
 
@@ -108,6 +110,7 @@ class WorkerPool(Generic[Models]):
         self._job_seconds = 1.0  # moving average of a job's run time, for Retry-After
         self.completed = 0
         self.failed = 0
+        self.cancelled = 0
 
     def start(self) -> None:
         """Start the workers and wait until each has loaded its models.
@@ -209,6 +212,9 @@ class WorkerPool(Generic[Models]):
         began = time.perf_counter()
         try:
             result = job.run(models, job.cancel)
+        except OperationCancelledError as error:
+            self.cancelled += 1
+            job._deliver(error=error)
         except Exception as error:  # handed to the caller; this worker serves the next job
             self.failed += 1
             job._deliver(error=error)
