@@ -17,10 +17,14 @@ from onespeech.speech.live_chunks import LiveChunker
 from onespeech.speech.streaming import LiveSession, stream_file
 from onespeech.speech.transcribe import transcribe
 
+# a short token budget keeps the tests fast; a final that reaches it says so in `finish`,
+# exactly as the file path's per-chunk recognition does
+BUDGET = 12
+
 
 @pytest.fixture(scope="module")
 def session(runtime_dirs, vad_path: Path):  # type: ignore[no-untyped-def]
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1) as live:
+    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as live:
         yield live
 
 

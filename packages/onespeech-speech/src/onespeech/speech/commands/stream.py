@@ -74,8 +74,13 @@ def _input_blocks(args: argparse.Namespace) -> Any:
             yield block, 16000
 
 
+def text_line(final: Any) -> str:
+    """One line per final: line breaks inside the text become spaces."""
+    return f"[{final.start:8.2f} --> {final.end:8.2f}] {' '.join(final.text.splitlines())}"
+
+
 def _print_text(final: Any) -> None:
-    print(f"[{final.start:8.2f} --> {final.end:8.2f}] {final.text}", flush=True)
+    print(text_line(final), flush=True)
 
 
 def _print_jsonl(final: Any) -> None:

@@ -1,7 +1,11 @@
 """What the server runs on each worker: a Transcriber whose models stay loaded.
 
 ``load_shared`` loads what every worker shares read-only (the VAD); ``load_worker``
-runs once in each worker thread and loads that worker's recognizer (and aligner).
+runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
+is loaded at once and whose aligner is loaded at the first request that needs word
+times; both then stay loaded until the server stops. A request with its own prompt
+(context) loads a recognizer for that request (the weights are memory-mapped, so
+this maps the same files again rather than copying them).
 """
 
 from __future__ import annotations
@@ -36,9 +40,7 @@ class Backend:
             progress=False, speakers=False, vad=self.vad, keep_loaded=True,
         )
         try:
-            recognizer = transcriber.recognizer()  # loads it now, not at the first request
-            if config.aligner is not None:
-                transcriber.preload_aligner()
+            recognizer = transcriber.recognizer()  # now, not at the first request; the aligner at its first use
         except BaseException:
             transcriber.close()
             raise

@@ -12,6 +12,7 @@ the text as Whisper computes it (UTF-8 length over zlib-compressed length).
 
 from __future__ import annotations
 
+import io
 import zlib
 from typing import Any
 
@@ -61,3 +62,12 @@ def verbose_json(document: Any, granularities: tuple[str, ...]) -> dict[str, Any
     if "word" in granularities:
         body["words"] = [{"word": word.text, "start": word.start, "end": word.end} for word in document.words]
     return body
+
+
+def subtitles(document: Any, response_format: str) -> str:
+    """SRT or WebVTT text, exactly as ``onespeech transcribe -f srt|vtt`` writes it."""
+    from onespeech.speech.writers import get_writer
+
+    buffer = io.StringIO()
+    get_writer(response_format).write(document, buffer)
+    return buffer.getvalue()

@@ -6,19 +6,18 @@ Query parameters: ``sample_rate`` (default 16000; other rates are resampled),
 Client -> server: binary frames of mono PCM in that encoding (any size; a frame may
 split a sample), then the text frame ``{"type": "finish"}`` to flush the last chunk.
 Server -> client, as JSON text frames, in order:
-``{"type": "final", "start", "end", "text", "language"}`` for each final (the same
+``{"type": "final", "start", "end", "text", "language", "finish"}`` for each final (the same
 finals a ``LiveSession`` returns), then ``{"type": "done", "duration"}`` after a finish,
 and the server closes the socket. Errors are ``{"type": "error", "error": {...}}``
 (the HTTP error shape) followed by a close: 1008 for bad input, 1013 when the queue
-is full (try again later), 1011 for anything else. Each closed chunk waits in the
-same bounded queue as file requests; if the client goes away, its queued and running
-chunks are cancelled.
+is full (try again later), 1011 for anything else. Each closed chunk is a job in the
+same bounded queue as file requests, one at a time per session; if the client goes
+away, its queued or running chunk is cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 from typing import Any
@@ -37,89 +36,132 @@ ENCODINGS = {"pcm_s16le": np.dtype("<i2"), "pcm_f32le": np.dtype("<f4")}
 _CLOSE_BAD_INPUT, _CLOSE_TRY_LATER, _CLOSE_INTERNAL = 1008, 1013, 1011
 
 
-class _Finish(Exception):
-    pass
+_MAX_WAITING_CHUNKS = 2  # closed chunks a session holds before it stops reading the socket
+
+
+class _Stopped(Exception):
+    """The recognizing side ended with an error it has already sent to the client."""
 
 
 async def stream_endpoint(websocket: WebSocket, backend: Backend, pool: WorkerPool[Any]) -> None:
+    """One live session: read frames, chunk them, recognize chunks one at a time, send finals in order.
+
+    A session has at most one job in the pool's queue (its chunks are recognized in
+    order, one after the other), so one fast client cannot fill the queue. When it
+    holds ``_MAX_WAITING_CHUNKS`` closed chunks it stops reading the socket, and TCP
+    flow control slows the client down: memory stays bounded however fast audio comes.
+    """
     await websocket.accept()
-    pending: collections.deque[Job] = collections.deque()
-    sender: asyncio.Task[None] | None = None
+    recognizer: _Recognizer | None = None
     try:
         sample_rate, dtype, language = _parameters(websocket, backend)
         chunker = LiveChunker(backend.vad)
         resampler = StreamResampler()
+        recognizer = _Recognizer(websocket, backend, pool, language)
         leftover = b""
-        ready = asyncio.Event()  # set when a job is appended or the stream ends
-        sender = asyncio.create_task(_send_finals(websocket, pending, ready))
-
-        def submit(chunks: list[ClosedChunk]) -> None:
-            for chunk in chunks:
-                def run(models: Any, cancel: Any, chunk: ClosedChunk = chunk) -> Any:
-                    return backend.recognize_chunk(models, chunk, language=language, cancel=cancel)
-
-                try:
-                    pending.append(pool.submit(run))
-                except QueueFullError as full:
-                    raise ApiError(503, str(full), "queue_full", type="server_error") from None
-                ready.set()
-
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
-                raise WebSocketDisconnect(message.get("code", 1000))
+                return
             if message.get("bytes") is not None:
                 data = leftover + message["bytes"]
                 usable = len(data) - len(data) % dtype.itemsize
                 leftover = data[usable:]
                 block = np.frombuffer(data[:usable], dtype=dtype)
-                submit(await asyncio.to_thread(_feed, chunker, resampler, block, sample_rate))
+                for chunk in await asyncio.to_thread(_feed, chunker, resampler, block, sample_rate):
+                    await recognizer.put(chunk)
                 continue
             _check_finish(message.get("text"))
             if leftover:
                 raise bad_request(f"the stream ended inside a sample ({len(leftover)} stray bytes)", "invalid_audio")
-            submit(await asyncio.to_thread(_finish, chunker, resampler))
-            pending.append(None)  # type: ignore[arg-type]  # end marker for the sender
-            ready.set()
-            await sender
+            for chunk in await asyncio.to_thread(_finish, chunker, resampler):
+                await recognizer.put(chunk)
+            await recognizer.finish()
             await websocket.send_json({"type": "done", "duration": chunker.n_samples / SAMPLE_RATE})
             await websocket.close(1000)
             return
-    except WebSocketDisconnect:
+    except (WebSocketDisconnect, _Stopped):
         return
     except Exception as error:
-        api = from_exception(error)
-        code = _CLOSE_TRY_LATER if api.status == 503 else _CLOSE_BAD_INPUT if api.status < 500 else _CLOSE_INTERNAL
-        with contextlib.suppress(Exception):
-            await websocket.send_json({"type": "error", **api.body()})
-            await websocket.close(code)
+        await _send_error(websocket, from_exception(error))
     finally:
-        for job in pending:
-            if job is not None:
-                job.abandon()
-        if sender is not None and not sender.done():
-            sender.cancel()
+        if recognizer is not None:
+            await recognizer.stop()
+
+
+class _Recognizer:
+    """The session's recognizing side: a task that takes closed chunks in order."""
+
+    def __init__(self, websocket: WebSocket, backend: Backend, pool: WorkerPool[Any], language: str | None):
+        self._websocket = websocket
+        self._backend = backend
+        self._pool = pool
+        self._language = language
+        self._chunks: asyncio.Queue[ClosedChunk | None] = asyncio.Queue(_MAX_WAITING_CHUNKS)
+        self._job: Job | None = None
+        self._task = asyncio.create_task(self._run())
+
+    async def put(self, chunk: ClosedChunk | None) -> None:
+        """Hand over a chunk; waits while the session already holds the maximum."""
+        put = asyncio.ensure_future(self._chunks.put(chunk))
+        await asyncio.wait({put, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not put.done():
+            put.cancel()
+            raise _Stopped()
+
+    async def finish(self) -> None:
+        """Wait until every chunk handed over has its final sent."""
+        await self.put(None)
+        await asyncio.wait({self._task})
+        if self._task.result() is not None:
+            raise _Stopped()
+
+    async def stop(self) -> None:
+        if self._job is not None:
+            self._job.abandon()  # a chunk waiting or running for a client that is gone
+        if not self._task.done():
+            self._task.cancel()
             with contextlib.suppress(BaseException):
-                await sender
+                await self._task
 
+    async def _run(self) -> ApiError | None:
+        while True:
+            chunk = await self._chunks.get()
+            if chunk is None:
+                return None
+            try:
+                segment = await self._recognize(chunk)
+            except Exception as error:
+                api = from_exception(error)
+                await _send_error(self._websocket, api)
+                return api
+            if segment.text:
+                await self._websocket.send_json({
+                    "type": "final", "start": segment.start, "end": segment.end, "text": segment.text,
+                    "language": segment.language, "finish": segment.finish,
+                })
 
-async def _send_finals(websocket: WebSocket, pending: collections.deque[Job], ready: asyncio.Event) -> None:
-    """Send each chunk's final in chunk order; stop at the end marker."""
-    while True:
-        while not pending:
-            ready.clear()
-            await ready.wait()
-        job = pending[0]
-        if job is None:
-            pending.popleft()
-            return
+    async def _recognize(self, chunk: ClosedChunk) -> Any:
+        backend, language = self._backend, self._language
+
+        def run(models: Any, cancel: Any) -> Any:
+            return backend.recognize_chunk(models, chunk, language=language, cancel=cancel)
+
         try:
-            segment = await job.future
+            self._job = self._pool.submit(run)
+        except QueueFullError as full:
+            raise ApiError(503, str(full), "queue_full", type="server_error") from None
+        try:
+            return await self._job.future
         finally:
-            pending.popleft()
-        if segment.text:
-            await websocket.send_json({"type": "final", "start": segment.start, "end": segment.end,
-                                       "text": segment.text, "language": segment.language})
+            self._job = None
+
+
+async def _send_error(websocket: WebSocket, error: ApiError) -> None:
+    code = _CLOSE_TRY_LATER if error.status == 503 else _CLOSE_BAD_INPUT if error.status < 500 else _CLOSE_INTERNAL
+    with contextlib.suppress(Exception):  # the client may be gone already
+        await websocket.send_json({"type": "error", **error.body()})
+        await websocket.close(code)
 
 
 def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, str | None]:
