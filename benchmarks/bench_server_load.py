@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-queue", type=int, default=8)
     parser.add_argument("--max-upload-mb", type=float, default=2.0)
-    parser.add_argument("--clip-seconds", type=float, default=4.0)
+    parser.add_argument("--clip-seconds", type=float, default=11.0)
     parser.add_argument("--model", default=None, help="checkpoint directory (default: a generated tiny one)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace, port: int, server: subprocess.Popen, valid: b
           f"503 rejections: {sum(c for (k, o), c in results.items() if o.startswith('503'))}")
     print(f"queue length max (sampled each second): {max_queued}; workers alive at the end: "
           f"{final_health['workers_alive']}/{args.workers}; jobs completed {final_health['completed']}, "
-          f"failed {final_health['failed']}")
+          f"failed {final_health['failed']}, cancelled {final_health['cancelled']}")
     print(f"server RSS: after warm-up {rss_start:.0f} MiB, at the end {rss_end:.0f} MiB, peak {peak:.0f} MiB")
     for problem in problems[:20]:
         print(f"PROBLEM {problem}")

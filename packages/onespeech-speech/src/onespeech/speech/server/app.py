@@ -26,7 +26,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
@@ -100,11 +100,15 @@ async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any])
         raise too_large(backend.config.max_upload_bytes) from None
     except MultiPartException as error:
         raise bad_request(f"the request is not a valid multipart form: {error.message}", "invalid_form") from None
+    except ClientDisconnect:
+        raise _client_gone() from None
     try:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise bad_request("no audio: send the file as the multipart field 'file'", "missing_file", "file")
         options = _options(form, backend)
+        # a file libsndfile cannot open is refused here, without taking a place in the queue
+        await asyncio.to_thread(_check_readable, upload)
         try:
             job = pool.submit(lambda models, cancel: backend.transcribe(models, upload.file, cancel=cancel, **options))
         except QueueFullError as full:
@@ -178,8 +182,23 @@ async def _wait(request: Request, job: Job) -> Any:
             if job.abandon():  # running: it stops within a decode step; wait so its upload stays open
                 with contextlib.suppress(Exception):
                     await job.future
-            raise ApiError(CLIENT_CLOSED, "the client closed the connection; recognition was stopped", "cancelled",
-                           type="cancelled")
+            raise _client_gone()
+
+
+def _client_gone() -> ApiError:
+    return ApiError(CLIENT_CLOSED, "the client closed the connection; recognition was stopped", "cancelled",
+                    type="cancelled")
+
+
+def _check_readable(upload: UploadFile) -> None:
+    from onespeech.features import AudioError, AudioFileSource
+
+    try:
+        AudioFileSource(upload.file).close()  # reads the header only
+    except AudioError as error:
+        raise bad_request(f"the uploaded file is not usable audio: {error}", "unreadable_audio", "file") from None
+    finally:
+        upload.file.seek(0)
 
 
 def _render(document: Any, response_format: str, granularities: tuple[str, ...]) -> Response:

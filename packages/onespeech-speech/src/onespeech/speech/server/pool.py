@@ -25,10 +25,10 @@ _STOP = object()
 
 
 class QueueFullError(RuntimeError):
-    """The queue is full; ``retry_after`` is a suggested wait in whole seconds."""
+    """No worker will take the job now; ``retry_after`` is a suggested wait in whole seconds."""
 
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"all workers are busy and the queue is full; retry after {retry_after} s")
+    def __init__(self, retry_after: int, reason: str = "all workers are busy and the queue is full") -> None:
+        super().__init__(f"{reason}; retry after {retry_after} s")
         self.retry_after = retry_after
 
 
@@ -138,7 +138,7 @@ class WorkerPool(Generic[Models]):
                 break
             if isinstance(job, Job):
                 job.cancel.set()
-                job._deliver(error=QueueFullError(1))  # answered 503: the server is stopping
+                job._deliver(error=QueueFullError(1, "the server is stopping"))
         with self._lock:
             serving, self._serving = self._serving, 0
         for _ in range(serving):  # a worker whose loading failed takes no stop message
@@ -210,20 +210,22 @@ class WorkerPool(Generic[Models]):
         with self._lock:
             self._idle -= 1
         began = time.perf_counter()
+        outcome = "failed"
         try:
             result = job.run(models, job.cancel)
         except OperationCancelledError as error:
-            self.cancelled += 1
+            outcome = "cancelled"
             job._deliver(error=error)
         except Exception as error:  # handed to the caller; this worker serves the next job
-            self.failed += 1
+            outcome = "failed"
             job._deliver(error=error)
         else:
-            self.completed += 1
+            outcome = "completed"
             job._deliver(result)
         finally:
             seconds = time.perf_counter() - began
             with self._lock:
                 self._idle += 1
                 self._job_seconds = 0.8 * self._job_seconds + 0.2 * seconds
+                setattr(self, outcome, getattr(self, outcome) + 1)
             job.done.set()
