@@ -9,8 +9,6 @@ import pytest
 
 from onespeech_tools.cli import main
 
-pytest.importorskip("onespeech.qwen3.resolve")
-
 REPO, REV = "Test/Qwen3-ASR-tiny", "3" * 40
 
 

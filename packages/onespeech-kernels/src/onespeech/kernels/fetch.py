@@ -146,7 +146,7 @@ def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
     return digest
 
 
-def _describe(exc: BaseException, options: FetchOptions) -> str:
+def _describe(exc: BaseException | None, options: FetchOptions) -> str:
     if isinstance(exc, requests.Timeout):
         return (
             f"timed out (connect timeout {options.connect_timeout_s:g} s, "
@@ -313,7 +313,7 @@ def fetch_files(
         raise OfflineModeError(
             f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and {directory} lacks "
             f"{len(missing)} file(s) of {repo_id}@{revision}: {', '.join(missing)}; "
-            "fetch them while online (onespeech-convert qwen-fetch) or copy them there"
+            "load the model once while online (it fetches them) or copy them there"
         )
     present = {name: pin for name, pin in files.items() if name not in missing}
     verify_files(directory, present, digests="once", what="publisher file")

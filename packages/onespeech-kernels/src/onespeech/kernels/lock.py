@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from onespeech.kernels.errors import ConversionInProgressError
+from onespeech.kernels.jsonfile import loads_json
 
 try:  # POSIX
     import fcntl
@@ -53,7 +54,7 @@ class LockHolder:
 def read_holder(path: Path) -> LockHolder | None:
     """The holder recorded in lock file ``path``, or None if absent or unreadable."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads_json(Path(path).read_text(encoding="utf-8"))
         return LockHolder(int(data["pid"]), str(data["host"]), float(data["started"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -66,10 +67,10 @@ def pid_alive(pid: int) -> bool:
     if os.name == "nt":  # pragma: no cover - Windows
         import ctypes
 
-        handle = ctypes.windll.kernel32.OpenProcess(0x1000, False, pid)  # QUERY_LIMITED_INFORMATION
+        handle = ctypes.windll.kernel32.OpenProcess(0x1000, False, pid)  # type: ignore[attr-defined]  # QUERY_LIMITED_INFORMATION
         if not handle:
             return False
-        ctypes.windll.kernel32.CloseHandle(handle)
+        ctypes.windll.kernel32.CloseHandle(handle)  # type: ignore[attr-defined]
         return True
     try:
         os.kill(pid, 0)

@@ -11,7 +11,7 @@ the tests run it over every file.
 
 Schema ``onespeech-catalog/1``::
 
-    {"schema": "onespeech-catalog/1", "id": "Qwen/Qwen3-ASR-0.6B", "kind": "asr"|"aligner"|"vad",
+    {"schema": "onespeech-catalog/1", "id": "Qwen/Qwen3-ASR-0.6B", "kind": "asr"|"aligner"|"vad"|"speaker",
      "license": str, "license_url": str, "provenance": str, "default": bool (optional),
      "source": {"type": "huggingface", "repo": "owner/name", "revision": "<40 hex>",
                 "files": {name: {"size": int|null, "sha256": hex|null, "required": bool,
@@ -26,17 +26,18 @@ Schema ``onespeech-catalog/1``::
 
 from __future__ import annotations
 
-import json
 import os
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.store import FileDigest, UnsafeFileNameError, check_relative_name, check_repo_id
 
 SCHEMA = "onespeech-catalog/1"
-KINDS = ("asr", "aligner", "vad")
+KINDS = ("asr", "aligner", "vad", "speaker")
 PRECISIONS = ("fp32", "bf16")
 RUNTIME_STATUSES = ("pinned", "unreproducible", "not-converted")
 CATALOG_DIR = Path(__file__).with_name("catalog")
@@ -99,6 +100,21 @@ class CatalogEntry:
     default: bool = False
     package: str | None = None  # PyPI distribution (pypi-wheel sources)
     path: Path | None = field(default=None, compare=False)  # the JSON file it came from
+    wheel_name: str | None = None  # file name of the pinned wheel (pypi-wheel sources)
+    wheel: FileDigest | None = None  # size and SHA-256 of that wheel
+
+    @property
+    def hub_location(self) -> tuple[str, str]:
+        """(repository, revision) of a Hugging Face entry.
+
+        Raises
+        ------
+        ValueError
+            The entry comes from another kind of source.
+        """
+        if self.source_type != "huggingface" or self.repo is None or self.revision is None:
+            raise ValueError(f"{self.id} comes from a {self.source_type} source; only Hub models are cached here")
+        return self.repo, self.revision
 
     def file(self, name: str) -> PublisherFile:
         for f in self.files:
@@ -142,12 +158,12 @@ def _fail(source: str, where: str, problem: str) -> CatalogError:
     return CatalogError(f"catalog {source}: {where}: {problem}")
 
 
-def _require(cond: bool, source: str, where: str, problem: str) -> None:
+def _require(cond: object, source: str, where: str, problem: str) -> None:
     if not cond:
         raise _fail(source, where, problem)
 
 
-def _check_keys(obj: Any, source: str, where: str, required: set[str], optional: set[str] = frozenset()) -> None:
+def _check_keys(obj: Any, source: str, where: str, required: set[str], optional: AbstractSet[str] = frozenset()) -> None:
     _require(isinstance(obj, dict), source, where, "must be an object")
     missing, extra = required - obj.keys(), obj.keys() - required - optional
     _require(not missing, source, where, f"missing key(s) {sorted(missing)}")
@@ -281,6 +297,8 @@ def entry_from_data(data: Any, source: str = "<data>", path: Path | None = None)
         repo=src["repo"] if hub else None, revision=src["revision"] if hub else src["version"],
         files=files, runtime=runtime, provenance=data["provenance"], license_url=data.get("license_url"),
         default=data.get("default", False), package=None if hub else src["package"], path=path,
+        wheel_name=None if hub else src["wheel"]["name"],
+        wheel=None if hub else FileDigest(src["wheel"]["size"], src["wheel"]["sha256"]),
     )  # fmt: skip
 
 
@@ -288,7 +306,7 @@ def load_entry(path: str | os.PathLike[str]) -> CatalogEntry:
     """Read and validate one catalog file."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_text(encoding="utf-8"))
     except ValueError as e:
         raise CatalogError(f"catalog {path}: not valid JSON ({e})") from e
     return entry_from_data(data, str(path), path)

@@ -31,7 +31,6 @@ changed source is converted again).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from typing import Any
 
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import (
@@ -166,9 +166,8 @@ def resolve(
 # -- catalogued models --------------------------------------------------------------
 def model_dir(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """``<cache>/models/<owner>--<name>/<revision>`` of a Hub catalog entry."""
-    if entry.source_type != "huggingface":
-        raise ValueError(f"{entry.id} comes from a {entry.source_type} source; only Hub models are cached here")
-    return model_cache_dir(entry.repo, entry.revision, cache_dir)
+    repo, revision = entry.hub_location
+    return model_cache_dir(repo, revision, cache_dir)
 
 
 def fetch_publisher(
@@ -189,7 +188,7 @@ def fetch_publisher(
     if include_optional:
         pins.update({f.name: f.pin for f in entry.files if not f.required and f.pin is not None})
     with DirectoryLock(directory):
-        fetch_files(entry.repo, entry.revision, pins, directory / PUBLISHER_DIR, options=options or FetchOptions())
+        fetch_files(*entry.hub_location, pins, directory / PUBLISHER_DIR, options=options or FetchOptions())
     return directory / PUBLISHER_DIR
 
 
@@ -208,7 +207,7 @@ def _resolve_entry(
         publisher = directory / PUBLISHER_DIR
         pins = entry.required_pins()
         if precision == "fp32":
-            fetch_files(entry.repo, entry.revision, pins, publisher, options=options)
+            fetch_files(*entry.hub_location, pins, publisher, options=options)
         else:
             _require_cached(publisher, pins, entry)
             verify_files(publisher, pins, digests="once", what="publisher file")
@@ -228,7 +227,7 @@ def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
     if INDEX_NAME not in pins or not index.is_file():
         return
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = loads_json(index.read_text(encoding="utf-8"))["weight_map"]
         shards = set(weight_map.values())
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelIntegrityError(index, f"not a safetensors index with a weight_map ({e})") from e
@@ -243,7 +242,7 @@ def _require_cached(publisher: Path, pins: dict[str, FileDigest], entry: Catalog
     if missing:
         raise PublisherFilesMissingError(
             f"BF16 conversion of {entry.id} never downloads, and {publisher} lacks {', '.join(missing)}; "
-            f"resolve the FP32 model first (or run `onespeech-convert qwen-fetch {entry.id}`)"
+            "load the FP32 model once first (Precision.FLOAT32 downloads them)"
         )
 
 

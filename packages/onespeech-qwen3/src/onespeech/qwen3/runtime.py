@@ -34,6 +34,7 @@ from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
 from onespeech.qwen3.config import Qwen3Config, load_config
 from onespeech.qwen3.convert import (
     RUNTIME_FORMAT,
+    check_layer_counts,
     convert,
     expected_tensors,
     manifest_name,
@@ -265,6 +266,7 @@ def load_runtime(
 
 
 def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Path) -> None:
+    check_layer_counts(model.config, index, model.directory / "config.json")
     expected = expected_tensors(model.config)
     if set(index) != set(expected):
         missing = sorted(set(expected) - set(index))

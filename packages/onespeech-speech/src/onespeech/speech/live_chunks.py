@@ -92,7 +92,7 @@ class LiveChunker:
     # -- internals ------------------------------------------------------------------
 
     def _close(self, regions: list[SpeechRegion]) -> list[ClosedChunk]:
-        chunks = []
+        chunks: list[ClosedChunk] = []
         for region in regions:
             start = max(region.start, self._emitted_until)  # the part before a forced cut is already out
             if region.end <= start:
@@ -106,7 +106,7 @@ class LiveChunker:
 
     def _cut_long_speech(self) -> list[ClosedChunk]:
         """Cut a region in progress once it runs 1 s past the bound (its cut cannot change after that)."""
-        chunks = []
+        chunks: list[ClosedChunk] = []
         while True:
             start = max(self._emitted_until, self._segmenter.horizon)
             if self.n_samples - start <= self._max + _MIN_REST:

@@ -23,6 +23,7 @@ from onespeech.features import AudioFileSource, SileroVad, VadOptions
 from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel
+from onespeech.kernels.precision import Precision
 from onespeech.qwen3 import Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
 from onespeech.speech.document import Segment
@@ -136,7 +137,8 @@ class LiveSession:
             raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
         if aligner is not None:
             raise ValueError("live sessions return finals without word timings; pass aligner=None")
-        options = Qwen3Options(context=context, precision=precision, threads=threads, max_new_tokens=max_new_tokens)
+        options = Qwen3Options(context=context, precision=Precision.parse(precision), threads=threads,
+                               max_new_tokens=max_new_tokens)
         self._vad = load_vad(vad)
         self._recognizer = Qwen3Recognizer.load(model, options)
         try:

@@ -32,7 +32,7 @@ from onespeech.speech.server.errors import ApiError, bad_request, from_exception
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
 from onespeech.speech.streaming import StreamResampler
 
-ENCODINGS = {"pcm_s16le": np.dtype("<i2"), "pcm_f32le": np.dtype("<f4")}
+ENCODINGS: dict[str, np.dtype] = {"pcm_s16le": np.dtype("<i2"), "pcm_f32le": np.dtype("<f4")}
 _CLOSE_BAD_INPUT, _CLOSE_TRY_LATER, _CLOSE_INTERNAL = 1008, 1013, 1011
 
 
