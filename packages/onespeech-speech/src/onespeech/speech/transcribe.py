@@ -199,6 +199,10 @@ class Transcriber:
         """The held recognizer of the default context (``keep_loaded`` only), loaded on first use."""
         if not self.keep_loaded:
             raise ValueError("only a Transcriber with keep_loaded=True holds a recognizer between calls")
+        if self._closed:
+            from onespeech.kernels.errors import ObjectClosedError
+
+            raise ObjectClosedError("this Transcriber is closed; make a new one")
         if self._held_recognizer is None:
             self._held_recognizer = Qwen3Recognizer.load(self._resolve(self._model), self.recognizer_options)
         return self._held_recognizer
