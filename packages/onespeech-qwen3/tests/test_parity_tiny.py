@@ -29,7 +29,7 @@ import pytest
 
 from onespeech.features.mel import log_mel
 from onespeech.qwen3.recognizer import Qwen3Options, Qwen3Recognizer
-from onespeech_tools.asr_parity import RUNS, CaseRun, compare_run, observed_runs
+from onespeech_tools.asr_parity import RUNS, CaseRun, bf16_forced_agreement, compare_run, observed_runs
 from onespeech_tools.near_ties import RELATIVE_BOUND, Suite
 
 TOLERANCE = 1e-4  # max abs error / max |reference|
@@ -235,9 +235,11 @@ def test_bf16_is_as_close_to_fp32_as_the_reference_bf16(oracle_observations: Pat
     """Ours-BF16 stays as close to the FP32 reference as the reference's own BF16 run.
 
     BF16 does not promise bit-identical output across runtimes; what it must do is
-    agree with FP32 at least as often as the reference's BF16 does (greedy ids,
-    summed over the cases), with encoder outputs no further from FP32 than the
-    reference's BF16 ones (x1.5: bf16 rounding points differ between runtimes).
+    agree with FP32 at least as often as the reference's BF16 does (summed over the
+    cases: the steps whose argmax is FP32's id when FP32's ids are fed, a step at an
+    FP32 near-tie agreeing with either id; the free runs' common prefix where the
+    observations predate teacher forcing), with encoder outputs no further from FP32
+    than the reference's BF16 ones (x1.5: bf16 rounding points differ between runtimes).
     """
     from onespeech.qwen3.recognizer import Precision
     from onespeech_tools.checkpoints import make_checkpoint
@@ -247,24 +249,34 @@ def test_bf16_is_as_close_to_fp32_as_the_reference_bf16(oracle_observations: Pat
     directory = tmp_path_factory.mktemp("parity-tiny-bf16")
     make_checkpoint(directory, "tiny", seed=bf16_index["seed"], data_dir=shared_data)
     fp32_tokens = {c["name"]: [t for t in c["tokens"] if t not in (151643, 151645)] for c in fp32_index["cases"]}
-    ours_agree = reference_agree = 0
+    agree = {"ours": 0, "reference": 0}
+    ties = []
     made: dict[str, Qwen3Recognizer] = {}
     try:
         for case in bf16_index["cases"]:
             if case["context"] not in made:
                 options = Qwen3Options(context=case["context"], threads=2, precision=Precision.BFLOAT16)
                 made[case["context"]] = Qwen3Recognizer.load(directory, options)
-            arrays = np.load(bf16_dir / f"{case['name']}.npz")
-            fp32 = np.load(fp32_dir / f"{case['name']}.npz")
-            result = _run(made[case["context"]], case, arrays, bf16_index["steps"])
+            arrays = dict(np.load(bf16_dir / f"{case['name']}.npz"))
+            fp32 = dict(np.load(fp32_dir / f"{case['name']}.npz"))
+            forced = bf16_forced_agreement(made[case["context"]], case, arrays, fp32, bf16_index["steps"])
+            if forced is not None:
+                result = forced.result
+                for label, (count, case_ties) in forced.agree.items():
+                    agree[label] += count
+                    ties += case_ties
+            else:
+                result = _run(made[case["context"]], case, arrays, bf16_index["steps"])
+                want = fp32_tokens[case["name"]]
+                agree["ours"] += _prefix(result.generation.ids, want)
+                agree["reference"] += _prefix([t for t in case["tokens"] if t not in (151643, 151645)], want)
             assert result.prompt.ids.tolist() == arrays["prompt_ids"].tolist()
             ours_error = relative_error(result.audio_embeds, fp32["encoder_output"])
             reference_error = relative_error(arrays["encoder_output"], fp32["encoder_output"])
             assert ours_error <= 1.5 * reference_error, case["name"]
-            want = fp32_tokens[case["name"]]
-            ours_agree += _prefix(result.generation.ids, want)
-            reference_agree += _prefix([t for t in case["tokens"] if t not in (151643, 151645)], want)
     finally:
         for recognizer in made.values():
             recognizer.close()
-    assert ours_agree >= reference_agree
+    print(f"agreeing with FP32: ours-BF16 {agree['ours']}, reference-BF16 {agree['reference']}; FP32 near-ties taken:")
+    print("\n".join(f"  tie: {tie}" for tie in ties) or "  none")
+    assert agree["ours"] >= agree["reference"]

@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from onespeech_tools.asr_parity import EOS_IDS, RUNS, compare_run
-from onespeech_tools.near_ties import ReferenceSteps, Suite, Tie, Verdict, forced_agreement
+from onespeech_tools.asr_parity import EOS_IDS, RUNS, bf16_forced_agreement, compare_run, pcm_and_mel
+from onespeech_tools.near_ties import Suite, Tie, Verdict
 
 TOLERANCE = 1e-4
 
@@ -215,7 +215,6 @@ def _abs_errors(ours: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 
 def run_bf16(args: argparse.Namespace) -> int:
     """Ours-BF16 and reference-BF16, each against the FP32 reference (issue 5's table)."""
-    from onespeech.features.mel import log_mel
     from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
 
     bf16_folder = args.observations / "asr" / f"{args.size}-bf16"
@@ -248,24 +247,17 @@ def run_bf16(args: argparse.Namespace) -> int:
                 options = Qwen3Options(context=context, precision=Precision.BFLOAT16, threads=args.threads,
                                        max_new_tokens=steps)  # fmt: skip
                 recognizers[context] = Qwen3Recognizer.load(checkpoint, options)
-            pcm = np.ascontiguousarray(ref_bf16["pcm"], dtype=np.float32)
-            mel = log_mel(pcm, max_seconds=max(30.0, pcm.shape[0] / 16000 + 1))  # as the reference: one input
+            pcm, mel = pcm_and_mel(ref_bf16)
             result = recognizers[context].recognize(pcm, case["language"], steps, mel=mel, keep_first_logits=True)
             fp32_ids, _ = reference_ids(fp32_cases[case["name"]]["tokens"])
             ref_ids, _ = reference_ids([int(t) for t in ref_bf16["tokens"]])
-            forced = {"reference": None, "ours": None}
-            if "forced_ids" in ref_bf16:
-                forced_ids = ref_bf16["forced_ids"]
-                fp32_steps = ReferenceSteps.from_observation(ref_fp32, "step")
-                if list(fp32_steps.ids) != forced_ids.tolist():
-                    raise ValueError(f"{case['name']}: the BF16 run forced other ids than the FP32 reference's")
-                ours_forced = recognizers[context].recognize(pcm, case["language"], steps, mel=mel, forced_ids=forced_ids)
-                # a step agrees at an FP32 near-tie with either id (the near-tie rule)
-                for label, choices in (("ours", ours_forced.generation.ids), ("reference", ref_bf16["forced_argmax"])):
-                    forced[label], ties = forced_agreement(f"{case['name']} ({label}-BF16)", fp32_steps,
-                                                           [int(t) for t in choices], EOS_IDS)  # fmt: skip
+            forced: dict[str, int | None] = {"reference": None, "ours": None}
+            forced_run = bf16_forced_agreement(recognizers[context], case, ref_bf16, ref_fp32, steps)
+            if forced_run is not None:
+                for label, (count, ties) in forced_run.agree.items():
+                    forced[label] = count
                     bf16_ties.extend(ties)
-                forced_total += len(forced_ids)
+                forced_total += forced_run.steps
             runs = (
                 ("ours", result.audio_embeds, result.generation.first_logits, list(result.generation.ids)),
                 ("reference", ref_bf16["encoder_output"], ref_bf16["first_logits"], ref_ids),
