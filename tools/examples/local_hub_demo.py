@@ -91,7 +91,7 @@ def main() -> int:
             code = (
                 "from onespeech.features import load_audio; "
                 "from onespeech.qwen3 import Precision, Qwen3Recognizer, Qwen3Options; "
-                "from onespeech.qwen3.resolve import resolve; "
+                "from onespeech.kernels.resolve import resolve; "
                 f"d = resolve({REPO!r}, Precision.{precision}, catalog_dir={str(catalog)!r}, offline=True); "
                 f"r = Qwen3Recognizer.load(d, Qwen3Options(precision=Precision.{precision})); "
                 f"print('runtime:', d); print('ids:', r.generate(load_audio({str(clip)!r}), 'en', 8))"

@@ -10,6 +10,7 @@ Public API:
 - chunks: ``plan_chunks``, ``Chunk``
 """
 
+from onespeech.features import models as _models  # noqa: F401 - registers the vad kind
 from onespeech.features.audio import AudioFileSource, load_audio
 from onespeech.features.chunks import Chunk, plan_chunks
 from onespeech.features.errors import (
@@ -25,6 +26,7 @@ from onespeech.features.errors import (
     PcmTooShortError,
     UnreadableAudioError,
     VadModelError,
+    VadModelNotFoundError,
 )
 from onespeech.features.mel import log_mel_spectrogram
 from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, MAX_CHUNK_SAMPLES, SAMPLE_RATE, validate_pcm
@@ -55,6 +57,7 @@ __all__ = [
     "SpeechSegmenter",
     "UnreadableAudioError",
     "VadModelError",
+    "VadModelNotFoundError",
     "VadOptions",
     "VadStream",
     "convert_silero_onnx",
