@@ -60,7 +60,7 @@ def raw(shared_data: Path) -> dict:
         (lambda c: c["thinker_config"].update(audio_token_id=999999), "outside the vocabulary"),
         (lambda c: c.update(support_languages=[]), "support_languages"),
         (lambda c: c["thinker_config"]["text_config"]["rope_scaling"].update(mrope_section=[1, 2]), "sum to"),
-        (lambda c: c["thinker_config"]["text_config"].update(rms_norm_eps=0), "positive number"),
+        (lambda c: c["thinker_config"]["text_config"].update(rms_norm_eps=0), r"finite number in \(0, 1\]"),
     ],
 )
 def test_errors_name_the_field(raw: dict, edit, message: str) -> None:

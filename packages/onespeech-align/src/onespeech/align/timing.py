@@ -95,7 +95,7 @@ class TimingDispatcher:
         """
         language = language or transcript.language
         stage = self.select(language)
-        if stage is None:
+        if stage is None or language is None:
             return TimingOutcome(transcript, None, self._why_untimed(language))
         return TimingOutcome(stage.time(audio, transcript, language, cancel), stage.name)
 

@@ -28,6 +28,7 @@ import soxr
 
 from onespeech.features.errors import CorruptAudioError, NoChannelsError, UnreadableAudioError
 from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.kernels.errors import ObjectClosedError
 
 DEFAULT_BLOCK_FRAMES = 1 << 16  # input frames read per block (~1.5 s at 44.1 kHz)
 _SPOOL_COPY_BYTES = 1 << 20
@@ -65,6 +66,7 @@ class AudioFileSource:
         if block_frames < 1:
             raise ValueError(f"block_frames={block_frames}; it must be at least 1")
         self._block_frames = block_frames
+        self._closed = False
         self._spool: Path | None = None
         self._stream: BinaryIO | None = None
         if isinstance(source, (str, os.PathLike)):
@@ -139,6 +141,7 @@ class AudioFileSource:
 
     def close(self) -> None:
         """Delete the spool file, if any. The source cannot be read afterwards."""
+        self._closed = True
         if self._spool is not None:
             self._spool.unlink(missing_ok=True)
             self._spool = None
@@ -157,8 +160,8 @@ class AudioFileSource:
             self.close()
 
     def _open(self) -> soundfile.SoundFile:
-        if self._path is None and self._stream is None:
-            raise ValueError(f"{self.name}: the audio source is closed")
+        if self._closed or (self._path is None and self._stream is None):
+            raise ObjectClosedError(f"{self.name}: the audio source is closed; open a new AudioFileSource to read it")
         try:
             if self._stream is not None:
                 self._stream.seek(self._stream_start)

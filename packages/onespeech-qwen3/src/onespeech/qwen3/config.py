@@ -15,8 +15,9 @@ matrix is ignored and the token embedding is the head (docs/checkpoints.md).
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,10 @@ EMBED_NAME = "thinker.model.embed_tokens.weight"
 LM_HEAD_NAME = "thinker.lm_head.weight"
 # generation_config.json of the ASR models: <|endoftext|>, <|im_end|>
 DEFAULT_EOS_TOKEN_IDS = (151643, 151645)
+# values beyond these pass as numbers but break the arithmetic (the released configs: 1e-6, 1e6)
+MAX_RMS_NORM_EPS = 1.0
+MAX_ROPE_THETA = 1e12
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ class _Reader:
             raise ConfigError(f"{self._where(key)} is missing")
         return _Reader(self.data[key], f"{self.path + '.' if self.path else ''}{key}", self.source)
 
-    def int(self, key: str, *, minimum: int = 1, default: int | None = None) -> int:
+    def integer(self, key: str, *, minimum: int = 1, default: int | None = None) -> int:
         value = self.data.get(key, default)
         if value is None:
             raise ConfigError(f"{self._where(key)} is missing")
@@ -147,13 +152,19 @@ class _Reader:
             raise ConfigError(f"{self._where(key)} must be an integer >= {minimum}, got {value!r}")
         return value
 
-    def float(self, key: str) -> float:
+    def number(self, key: str, *, above: float = 0.0, at_most: float = _FLOAT32_MAX) -> float:
+        """A finite number in (above, at_most]: values beyond break float32 arithmetic."""
         value = self.data.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-            raise ConfigError(f"{self._where(key)} must be a positive number, got {value!r}")
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or not above < value <= at_most
+        ):
+            raise ConfigError(f"{self._where(key)} must be a finite number in ({above:g}, {at_most:g}], got {value!r}")
         return float(value)
 
-    def str(self, key: str, *, allowed: tuple[str, ...] | None = None, default: str | None = None) -> str:
+    def string(self, key: str, *, allowed: tuple[str, ...] | None = None, default: str | None = None) -> str:
         value = self.data.get(key, default)
         if not isinstance(value, str):
             raise ConfigError(f"{self._where(key)} must be a string, got {value!r}")
@@ -161,7 +172,7 @@ class _Reader:
             raise ConfigError(f"{self._where(key)} is {value!r}; allowed: {', '.join(allowed)}")
         return value
 
-    def bool(self, key: str, *, default: bool) -> bool:
+    def flag(self, key: str, *, default: bool) -> bool:
         value = self.data.get(key, default)
         if not isinstance(value, bool):
             raise ConfigError(f"{self._where(key)} must be true or false, got {value!r}")
@@ -170,18 +181,18 @@ class _Reader:
 
 def _audio(r: _Reader) -> AudioEncoderConfig:
     config = AudioEncoderConfig(
-        d_model=r.int("d_model"),
-        num_layers=r.int("encoder_layers"),
-        num_heads=r.int("encoder_attention_heads"),
-        ffn_dim=r.int("encoder_ffn_dim"),
-        num_mel_bins=r.int("num_mel_bins"),
-        downsample_hidden_size=r.int("downsample_hidden_size"),
-        output_dim=r.int("output_dim"),
-        n_window=r.int("n_window"),
-        n_window_infer=r.int("n_window_infer"),
-        conv_chunksize=r.int("conv_chunksize"),
-        max_source_positions=r.int("max_source_positions"),
-        activation=r.str("activation_function", allowed=("gelu",)),
+        d_model=r.integer("d_model"),
+        num_layers=r.integer("encoder_layers"),
+        num_heads=r.integer("encoder_attention_heads"),
+        ffn_dim=r.integer("encoder_ffn_dim"),
+        num_mel_bins=r.integer("num_mel_bins"),
+        downsample_hidden_size=r.integer("downsample_hidden_size"),
+        output_dim=r.integer("output_dim"),
+        n_window=r.integer("n_window"),
+        n_window_infer=r.integer("n_window_infer"),
+        conv_chunksize=r.integer("conv_chunksize"),
+        max_source_positions=r.integer("max_source_positions"),
+        activation=r.string("activation_function", allowed=("gelu",)),
     )
     if config.d_model % config.num_heads:
         raise ConfigError(f"{r.source}: {r.path}.d_model {config.d_model} is not divisible by its {config.num_heads} heads")
@@ -191,9 +202,9 @@ def _audio(r: _Reader) -> AudioEncoderConfig:
 
 
 def _text(r: _Reader) -> TextDecoderConfig:
-    heads = r.int("num_attention_heads")
-    hidden = r.int("hidden_size")
-    head_dim = r.int("head_dim", default=hidden // heads)
+    heads = r.integer("num_attention_heads")
+    hidden = r.integer("hidden_size")
+    head_dim = r.integer("head_dim", default=hidden // heads)
     rope = r.sub("rope_scaling") if r.data.get("rope_scaling") is not None else None
     section: tuple[int, ...] = ()
     interleaved = False
@@ -202,26 +213,26 @@ def _text(r: _Reader) -> TextDecoderConfig:
         if not isinstance(raw, list) or not all(isinstance(v, int) and v > 0 for v in raw):
             raise ConfigError(f"{r.source}: {rope.path}.mrope_section must be a list of positive integers")
         section = tuple(raw)
-        interleaved = rope.bool("mrope_interleaved", default=rope.bool("interleaved", default=False))
+        interleaved = rope.flag("mrope_interleaved", default=rope.flag("interleaved", default=False))
         if section and sum(section) != head_dim // 2:
             raise ConfigError(
                 f"{r.source}: {rope.path}.mrope_section {list(section)} must sum to head_dim / 2 = {head_dim // 2}"
             )
     config = TextDecoderConfig(
         hidden_size=hidden,
-        num_layers=r.int("num_hidden_layers"),
+        num_layers=r.integer("num_hidden_layers"),
         num_heads=heads,
-        num_kv_heads=r.int("num_key_value_heads"),
+        num_kv_heads=r.integer("num_key_value_heads"),
         head_dim=head_dim,
-        intermediate_size=r.int("intermediate_size"),
-        vocab_size=r.int("vocab_size"),
-        rms_norm_eps=r.float("rms_norm_eps"),
-        rope_theta=r.float("rope_theta"),
+        intermediate_size=r.integer("intermediate_size"),
+        vocab_size=r.integer("vocab_size"),
+        rms_norm_eps=r.number("rms_norm_eps", at_most=MAX_RMS_NORM_EPS),
+        rope_theta=r.number("rope_theta", above=1.0, at_most=MAX_ROPE_THETA),
         mrope_section=section,
         mrope_interleaved=interleaved,
-        max_position_embeddings=r.int("max_position_embeddings"),
-        tie_word_embeddings=r.bool("tie_word_embeddings", default=True),
-        hidden_act=r.str("hidden_act", allowed=("silu",)),
+        max_position_embeddings=r.integer("max_position_embeddings"),
+        tie_word_embeddings=r.flag("tie_word_embeddings", default=True),
+        hidden_act=r.string("hidden_act", allowed=("silu",)),
     )
     if config.num_heads % config.num_kv_heads:
         raise ConfigError(f"{r.source}: {r.path}.num_attention_heads must be a multiple of num_key_value_heads")
@@ -242,7 +253,7 @@ def parse_config(
     """
     top = _Reader(data, "", source)
     thinker = top.sub("thinker_config")
-    model_type = thinker.str("model_type", allowed=(ASR_MODEL_TYPE, ALIGNER_MODEL_TYPE))
+    model_type = thinker.string("model_type", allowed=(ASR_MODEL_TYPE, ALIGNER_MODEL_TYPE))
     audio = _audio(thinker.sub("audio_config"))
     text = _text(thinker.sub("text_config"))
     if audio.output_dim != text.hidden_size:
@@ -253,36 +264,45 @@ def parse_config(
     if not isinstance(languages, list) or not languages or not all(isinstance(x, str) and x for x in languages):
         raise ConfigError(f"{source}: support_languages must be a non-empty list of language names")
     token_ids = {
-        key: thinker.int(key, minimum=0) for key in ("audio_token_id", "audio_start_token_id", "audio_end_token_id")
+        key: thinker.integer(key, minimum=0) for key in ("audio_token_id", "audio_start_token_id", "audio_end_token_id")
     }
     for key, value in token_ids.items():
         if value >= text.vocab_size:
             raise ConfigError(f"{source}: thinker_config.{key} {value} is outside the vocabulary ({text.vocab_size})")
-    aligner: dict[str, int | None] = {"classify_num": None, "timestamp_token_id": None, "timestamp_segment_time_ms": None}
-    if model_type == ALIGNER_MODEL_TYPE:
-        aligner = {
-            "classify_num": thinker.int("classify_num"),
-            "timestamp_token_id": top.int("timestamp_token_id", minimum=0),
-            "timestamp_segment_time_ms": top.int("timestamp_segment_time"),
-        }
-    return Qwen3Config(
+    config = Qwen3Config(
         model_type=model_type,
         audio=audio,
         text=text,
         support_languages=tuple(languages),
-        eos_token_ids=_eos_ids(generation, source),
+        eos_token_ids=_eos_ids(generation, source, text.vocab_size),
         **token_ids,
-        **aligner,
+    )
+    if model_type != ALIGNER_MODEL_TYPE:
+        return config
+    timestamp_token_id = top.integer("timestamp_token_id", minimum=0)
+    if timestamp_token_id >= text.vocab_size:
+        raise ConfigError(f"{source}: timestamp_token_id {timestamp_token_id} is outside the vocabulary ({text.vocab_size})")
+    return replace(
+        config,
+        classify_num=thinker.integer("classify_num"),
+        timestamp_token_id=timestamp_token_id,
+        timestamp_segment_time_ms=top.integer("timestamp_segment_time"),
     )
 
 
-def _eos_ids(generation: dict[str, Any] | None, source: str) -> tuple[int, ...]:
+def _eos_ids(generation: dict[str, Any] | None, source: str, vocab_size: int) -> tuple[int, ...]:
     if not generation or "eos_token_id" not in generation:
-        return DEFAULT_EOS_TOKEN_IDS
-    value = generation["eos_token_id"]
-    values = value if isinstance(value, list) else [value]
-    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-        raise ConfigError(f"generation_config.json (beside {source}): eos_token_id must be ids, got {value!r}")
+        values: list[Any] = list(DEFAULT_EOS_TOKEN_IDS)
+        where = f"{source}: the default end-token ids"
+    else:
+        value = generation["eos_token_id"]
+        values = value if isinstance(value, list) else [value]
+        where = f"generation_config.json (beside {source}): eos_token_id"
+        if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise ConfigError(f"{where} must be ids, got {value!r}")
+    if any(v >= vocab_size for v in values):
+        # an end token the model cannot emit: generation would never end
+        raise ConfigError(f"{where} {values} fall outside the vocabulary ({vocab_size} ids)")
     return tuple(values)
 
 

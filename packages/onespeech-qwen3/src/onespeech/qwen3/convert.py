@@ -44,7 +44,7 @@ from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import sha256_file, write_manifest
 from onespeech.kernels.tensorfile import write_tensor_file
 from onespeech.qwen3.config import EMBED_NAME, LM_HEAD_NAME, Qwen3Config, load_config
-from onespeech.qwen3.errors import ConversionError
+from onespeech.qwen3.errors import ConfigError, ConversionError
 from onespeech.qwen3.safetensors import Checkpoint, open_checkpoint, weight_files
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "PRECISIONS",
     "ConversionError",
     "convert",
+    "check_layer_counts",
     "expected_tensors",
     "manifest_name",
 ]
@@ -77,6 +78,35 @@ REQUIRED_COPIED = ("config.json",)
 def manifest_name(precision: Precision | str) -> str:
     """The manifest of one precision, e.g. ``manifest.fp32.json``."""
     return f"manifest.{Precision.parse(precision).value}.json"
+
+
+_LAYER_NAME = re.compile(r"thinker\.(audio_tower|model)\.layers\.(\d+)\.")
+
+
+def check_layer_counts(config: Qwen3Config, names: Iterable[str], source: str | os.PathLike[str]) -> None:
+    """Refuse a config whose layer counts differ from the tensors present.
+
+    Runs before :func:`expected_tensors` builds its table, so a config declaring 10^8
+    layers is refused at once instead of after gigabytes of names.
+
+    Raises
+    ------
+    ConfigError
+        ``encoder_layers`` or ``num_hidden_layers`` is not the number of layers in ``names``.
+    """
+    present = {"audio_tower": 0, "model": 0}
+    for name in names:
+        match = _LAYER_NAME.match(name)
+        if match:
+            present[match[1]] = max(present[match[1]], int(match[2]) + 1)
+    declared = {"audio_tower": config.audio.num_layers, "model": config.text.num_layers}
+    fields = {"audio_tower": "audio_config.encoder_layers", "model": "text_config.num_hidden_layers"}
+    for part, count in declared.items():
+        if count != present[part]:
+            raise ConfigError(
+                f"{os.fspath(source)}: thinker_config.{fields[part]} is {count} but the checkpoint holds "
+                f"{present[part]} such layers"
+            )
 
 
 def expected_tensors(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
@@ -138,6 +168,7 @@ def _natural_key(name: str) -> list[Any]:
 
 
 def _check_checkpoint(checkpoint: Checkpoint, config: Qwen3Config) -> None:
+    check_layer_counts(config, checkpoint, checkpoint.files[0].path.parent / "config.json")
     expected = expected_tensors(config)
     missing = sorted(set(expected) - set(checkpoint), key=_natural_key)
     if missing:
@@ -157,7 +188,9 @@ def _check_checkpoint(checkpoint: Checkpoint, config: Qwen3Config) -> None:
 
 def _groups(config: Qwen3Config, names: Iterable[str]) -> list[tuple[str, list[str]]]:
     """File stem -> tensor names, before size splitting."""
-    encoder, decoder_layers, other = [], {}, []
+    encoder: list[str] = []
+    decoder_layers: dict[int, list[str]] = {}
+    other: list[str] = []
     for name in names:
         match = re.match(r"thinker\.model\.layers\.(\d+)\.", name)
         if name.startswith("thinker.audio_tower."):

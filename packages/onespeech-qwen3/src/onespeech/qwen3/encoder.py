@@ -32,7 +32,7 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
-from onespeech.qwen3.errors import raise_if_cancelled
+from onespeech.qwen3.errors import ConfigError, raise_if_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")
@@ -105,7 +105,14 @@ class AudioEncoder:
             for i in (1, 2, 3)
         ]
         self.chunk_frames = 2 * dims.n_window  # convolution chunk in mel frames
-        self._positions = sinusoid_positions(dims.max_source_positions, dims.d_model)
+        # positions restart at every convolution chunk: only one chunk's tokens need a row
+        per_chunk = output_length(self.chunk_frames, self.chunk_frames)
+        if dims.max_source_positions < per_chunk:
+            raise ConfigError(
+                f"audio_config.max_source_positions is {dims.max_source_positions}; one convolution chunk "
+                f"({self.chunk_frames} mel frames) makes {per_chunk} tokens, each needing a position"
+            )
+        self._positions = sinusoid_positions(per_chunk, dims.d_model)
         if bf16_activations:  # the reference casts the position table to the model dtype
             self._positions = ops.round_bf16(self._positions)
 

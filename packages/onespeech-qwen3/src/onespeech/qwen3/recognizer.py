@@ -35,7 +35,7 @@ from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.decoder import Generation, Qwen3Decoder
 from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
-from onespeech.qwen3.errors import MaxNewTokensError, ModelKindError, raise_if_cancelled
+from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
 from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
 from onespeech.qwen3.runtime import RuntimeModel
@@ -322,6 +322,7 @@ class Qwen3Recognizer:
                 mel = log_mel_spectrogram(pcm)
             audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
             prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], language_name)
+            self._check_positions(len(prompt.ids) + (len(forced_ids) if forced_ids is not None else max_new_tokens))
             embeds = self.decoder.embed(prompt.ids)
             # audio-token embedding substitution at the audio pad positions
             embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
@@ -339,6 +340,14 @@ class Qwen3Recognizer:
             return ChunkRecognition(mel, audio_embeds, prompt, generation)
 
     # -- stages -----------------------------------------------------------------------
+
+    def _check_positions(self, needed: int) -> None:
+        limit = self.config.text.max_position_embeddings
+        if needed > limit:
+            raise ConfigError(
+                f"{self._model.directory}/config.json: text_config.max_position_embeddings is {limit}, but this "
+                f"recognition needs {needed} positions (prompt and max_new_tokens); the released configs allow 65536"
+            )
 
     def _transcribe_chunk(
         self, pcm: np.ndarray, start: int, end: int, name: str | None, cancel: Cancel

@@ -34,7 +34,7 @@ from onespeech.kernels.resolve import convert_directory, install_record_name, re
 from onespeech.kernels.store import Manifest, verify_manifest
 from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
 from onespeech.qwen3.config import Qwen3Config, load_config
-from onespeech.qwen3.convert import RUNTIME_FORMAT, expected_tensors, manifest_name
+from onespeech.qwen3.convert import RUNTIME_FORMAT, check_layer_counts, expected_tensors, manifest_name
 
 __all__ = [
     "RuntimeModel",
@@ -229,6 +229,7 @@ def load_runtime(
 
 
 def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Path) -> None:
+    check_layer_counts(model.config, index, model.directory / "config.json")
     expected = expected_tensors(model.config)
     if set(index) != set(expected):
         missing = sorted(set(expected) - set(index))

@@ -146,7 +146,7 @@ class Qwen3Tokenizer:
         ids: list[int] = []
         pos = 0
         for part in self._added.split(text):
-            if type(part) is str:
+            if isinstance(part, str):
                 self._bpe.encode(split(nfc(part)), ids)
                 pos += len(part)
                 continue
@@ -186,14 +186,14 @@ class Qwen3Tokenizer:
             ids = [i for i in ids if i not in skipped]
         pieces = self._pieces
         if self._added_ids.isdisjoint(ids):
-            return b"".join([pieces[i] for i in ids]).decode("utf-8", "replace")
+            return b"".join([pieces[i] for i in ids]).decode("utf-8", "replace")  # type: ignore[misc]  # no added id: all bytes
         # Added tokens are their own stretches, so a byte sequence cut by one
         # decodes as two incomplete sequences (as in transformers).
         out: list[str] = []
         run: list[bytes] = []
         for i in ids:
             piece = pieces[i]
-            if type(piece) is bytes:
+            if isinstance(piece, bytes):
                 run.append(piece)
                 continue
             if run:
