@@ -51,6 +51,7 @@ from onespeech.kernels.errors import (
     ModelIntegrityError,
     ModelKindError,
     PublisherFilesMissingError,
+    UnknownModelError,
 )
 from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
 from onespeech.kernels.lock import DirectoryLock
@@ -193,7 +194,12 @@ def _catalog_entry(name: str, catalog_dir: str | os.PathLike[str] | None) -> Cat
             f"model path {name!r} {what}; pass an existing directory of publisher or runtime files, "
             f"or a catalog id ({', '.join(sorted(load_catalog(catalog_dir)))})"
         )
-    return get_entry(name, catalog_dir)
+    try:
+        return get_entry(name, catalog_dir)
+    except UnknownModelError as e:
+        if "/" not in name:
+            raise
+        raise UnknownModelError(f"{e}; no directory {name!r} exists either") from None
 
 
 # -- catalogued models --------------------------------------------------------------
