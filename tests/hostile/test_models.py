@@ -29,17 +29,19 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def checkpoints(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("hostile-models")
-    return {
-        "asr0": make_checkpoint(root / "asr0", "tiny", seed=0, kind="asr", data_dir=shared_data),
-        "asr1": make_checkpoint(root / "asr1", "tiny", seed=1, kind="asr", data_dir=shared_data),
-        "aligner": make_checkpoint(root / "aligner", "tiny", seed=0, kind="aligner", data_dir=shared_data),
-    }
+def checkpoints(
+    tiny_asr_dir: Path, tiny_aligner_dir: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    asr1 = make_checkpoint(tmp_path_factory.mktemp("hostile-asr1"), "tiny", seed=1, kind="asr", data_dir=shared_data)
+    return {"asr0": tiny_asr_dir, "asr1": asr1, "aligner": tiny_aligner_dir}
 
 
 def copy_of(source: Path, dest: Path) -> Path:
-    shutil.copytree(source, dest)
+    """The publisher files of ``source`` (never runtime files another test converted there)."""
+    dest.mkdir()
+    for item in source.iterdir():
+        if item.is_file() and not item.name.startswith(("manifest", "fp32-", "bf16-", "install", ".")):
+            shutil.copyfile(item, dest / item.name)
     return dest
 
 
@@ -50,7 +52,8 @@ def test_changed_publisher_files_are_converted_again(home, checkpoints, tmp_path
     with load_model(model, "fp32") as first:
         old = np.array(first[name])
     shutil.copyfile(checkpoints["asr1"] / "model.safetensors", model / "model.safetensors")
-    with load_model(model, "fp32") as second, load_model(checkpoints["asr1"], "fp32") as reference:
+    reference_dir = copy_of(checkpoints["asr1"], tmp_path / "reference")
+    with load_model(model, "fp32") as second, load_model(reference_dir, "fp32") as reference:
         assert not np.array_equal(np.array(second[name]), old)
         assert np.array_equal(np.array(second[name]), np.array(reference[name]))
 
@@ -62,7 +65,8 @@ def test_changed_sources_drop_the_other_precisions_install(home, checkpoints, tm
     shutil.copyfile(checkpoints["asr1"] / "model.safetensors", model / "model.safetensors")
     load_model(model, "fp32").close()
     assert not (model / install_record_name("bf16")).exists()  # derived from the old weights
-    with load_model(model, "bf16") as bf16, load_model(checkpoints["asr1"], "bf16") as reference:
+    reference_dir = copy_of(checkpoints["asr1"], tmp_path / "reference")
+    with load_model(model, "bf16") as bf16, load_model(reference_dir, "bf16") as reference:
         name = "thinker.model.embed_tokens.weight"
         assert np.array_equal(np.array(bf16[name]), np.array(reference[name]))
 

@@ -28,7 +28,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -188,7 +188,7 @@ def _describe(exc: BaseException | None, options: FetchOptions) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _blocks(resp: requests.Response, clock: _Clock):
+def _blocks(resp: requests.Response, clock: _Clock) -> Iterator[bytes]:
     """The body in blocks as they arrive (not waiting for a full block: a slow server
     must not hide a stall or a cancellation for long), checking the clock between them."""
     read = getattr(resp.raw, "read1", None) or resp.raw.read
