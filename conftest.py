@@ -9,18 +9,15 @@ Tests that need either skip, naming what they need, when it is absent.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "tools"))  # onespeech_tools when not installed
+from onespeech_tools.data import NEEDS, find_shared_data
+from onespeech_tools.hub_server import HubServer
 
-from onespeech_tools.data import NEEDS, find_shared_data  # noqa: E402
+ROOT = Path(__file__).resolve().parent
 
 
 def oracle_dir() -> Path:
@@ -51,18 +48,6 @@ def oracle_observations() -> Path:
 
 
 @pytest.fixture(scope="session")
-def hub_server_cls() -> Any:
-    """``HubServer``: a real HTTP server on 127.0.0.1 in the Hub's URL layout.
-
-    It lives in packages/onespeech-kernels/tests/httpserver.py and is imported by path
-    because pytest runs with ``--import-mode=importlib`` (test folders are no packages).
-    """
-    name = "onespeech_test_httpserver"
-    if name not in sys.modules:
-        path = ROOT / "packages" / "onespeech-kernels" / "tests" / "httpserver.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name].HubServer
+def hub_server_cls() -> type[HubServer]:
+    """``HubServer``: a real HTTP server on 127.0.0.1 in the Hub's URL layout (onespeech_tools.hub_server)."""
+    return HubServer

@@ -17,7 +17,6 @@ Needs the shared data (tokenizer files, a clip) found as the tests find it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -25,7 +24,6 @@ import tempfile
 from pathlib import Path
 
 REPO, REVISION = "Demo/Qwen3-ASR-tiny", "d" * 40
-HTTPSERVER = Path(__file__).resolve().parents[2] / "packages/onespeech-kernels/tests/httpserver.py"
 
 
 def write_catalog(catalog_dir: Path, repo_dir: Path) -> None:
@@ -47,19 +45,16 @@ def main() -> int:
 
     from onespeech_tools.checkpoints import make_checkpoint
     from onespeech_tools.data import shared_data_or_skip
+    from onespeech_tools.hub_server import HubServer
 
     data = shared_data_or_skip("the tokenizer files and a speech clip")
-    spec = importlib.util.spec_from_file_location("onespeech_httpserver", HTTPSERVER)
-    httpserver = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = httpserver  # dataclasses look their module up by name
-    spec.loader.exec_module(httpserver)
 
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         repo, catalog, home = work / "published", work / "catalog", work / "home"
         make_checkpoint(repo, "tiny", seed=0, data_dir=data)
         write_catalog(catalog, repo)
-        server = httpserver.HubServer().start()
+        server = HubServer().start()
         server.add_repo(REPO, REVISION, repo)
         env = {**os.environ, "ONESPEECH_HOME": str(home)}
         for var in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE", "HF_ENDPOINT"):

@@ -9,8 +9,6 @@ import pytest
 
 from onespeech_tools.cli import main
 
-pytest.importorskip("onespeech.kernels.resolve")
-
 REPO, REV = "Test/Qwen3-ASR-tiny", "3" * 40
 
 
@@ -34,7 +32,7 @@ def test_fresh_cache(tmp_path, monkeypatch, capsys):
         assert f"{model} (" in out
     assert out.count("publisher: 0/8 required files present") == 2  # 0.6B and the aligner
     assert "publisher: 0/10 required files present" in out  # 1.7B: two shards + index
-    assert out.count("runtime fp32: not installed") == 4 and out.count("runtime bf16: not installed") == 3
+    assert out.count("runtime fp32: not installed") == 5 and out.count("runtime bf16: not installed") == 3
     # the runtime pins that cannot be reproduced here are reported, per model and precision
     assert out.count("runtime fp32: unreproducible") == 3 and out.count("runtime bf16: unreproducible") == 3
     assert "silero-vad (vad, MIT) silero-vad 6.2.3 (silero_vad-6.2.3-py3-none-any.whl)" in out

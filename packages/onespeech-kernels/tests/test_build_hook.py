@@ -5,9 +5,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("hatchling")
 HOOK = Path(__file__).resolve().parents[1] / "hatch_build.py"
 
 

@@ -14,8 +14,7 @@ from onespeech.kernels.tensorfile import read_tensor_file
 from onespeech.qwen3 import convert as convert_module
 from onespeech.qwen3.convert import ConversionError, convert, manifest_name
 from onespeech.qwen3.safetensors import open_checkpoint
-
-checkpoints = pytest.importorskip("onespeech_tools.checkpoints")
+from onespeech_tools import checkpoints
 
 
 @pytest.fixture(scope="module")

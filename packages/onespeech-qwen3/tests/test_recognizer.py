@@ -220,7 +220,6 @@ class FakeVad:
 
 
 def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_dir, monkeypatch) -> None:
-    pytest.importorskip("onespeech.features.chunks")
     vad = FakeVad([(16000, 20 * SR), (25 * SR, 40 * SR), (44 * SR, 70 * SR)])
     with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8), vad=vad) as rec:
         lengths = []

@@ -370,7 +370,7 @@ def test_two_processes_converting_at_once(home, server, tiny_repo, tmp_path):
 
 # -- with the real converter (onespeech.qwen3.convert) on the tiny checkpoint ------------------
 def test_real_converter_first_pull_then_bf16(home, server, entry):
-    convert = pytest.importorskip("onespeech.qwen3.convert")
+    from onespeech.qwen3 import convert
     from onespeech.qwen3.runtime import load_runtime
 
     runtime = resolve(entry, fetch_options=opts(server))
@@ -392,7 +392,6 @@ def test_real_converter_first_pull_then_bf16(home, server, entry):
 
 def test_real_converter_output_reproduces_as_runtime_pins(home, server, tiny_repo, tmp_path):
     """Runtime pins are reproducible: a second cache converts to exactly the recorded digests."""
-    pytest.importorskip("onespeech.qwen3.convert")
     data = catalog_data(tiny_repo)
     first = resolve(entry_from_data(data), fetch_options=opts(server))
     recorded = read_manifest(first, name=install_record_name("fp32")).files
@@ -407,7 +406,6 @@ def test_real_converter_output_reproduces_as_runtime_pins(home, server, tiny_rep
 
 
 def test_local_dir_converted_in_place_by_runtime_is_accepted(home, tiny_repo, tmp_path):
-    pytest.importorskip("onespeech.qwen3.convert")
     from onespeech.qwen3.runtime import ensure_runtime
 
     local = tmp_path / "m"

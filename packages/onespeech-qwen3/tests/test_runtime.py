@@ -16,8 +16,7 @@ from onespeech.kernels.errors import ConversionInProgressError, ModelIntegrityEr
 from onespeech.qwen3 import convert as convert_module
 from onespeech.qwen3.runtime import ensure_runtime, has_runtime, load_model, load_runtime
 from onespeech.qwen3.safetensors import open_checkpoint
-
-checkpoints = pytest.importorskip("onespeech_tools.checkpoints")
+from onespeech_tools import checkpoints
 
 
 @pytest.fixture(scope="module")

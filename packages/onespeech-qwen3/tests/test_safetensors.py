@@ -116,7 +116,7 @@ def test_missing_weights(tmp_path: Path) -> None:
 
 
 def test_generated_checkpoint_round_trip(tmp_path: Path, shared_data: Path) -> None:
-    checkpoints = pytest.importorskip("onespeech_tools.checkpoints")
+    from onespeech_tools import checkpoints
     model_config, tensor_array, tensor_specs = checkpoints.model_config, checkpoints.tensor_array, checkpoints.tensor_specs
     out = checkpoints.make_checkpoint(tmp_path, "tiny", seed=3, data_dir=shared_data)
     specs = tensor_specs(model_config("tiny", "asr", shared_data))

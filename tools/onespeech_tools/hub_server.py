@@ -5,8 +5,10 @@ It honours ``Range`` (206 / 416) like the Hub's CDN, logs every request, and can
 misbehave per file name to exercise the download code: drop the connection mid-body,
 serve corrupt or truncated bytes, stall before answering, answer an HTTP status.
 
-Used by the kernels, qwen3 and tools tests (conftest.py here; the others load this
-file by path). Nothing here is mocked: clients talk real HTTP over a socket.
+Used by the tests of every package that downloads (fixture ``hub_server_cls`` in the
+repository's conftest.py) and by ``tools/examples/local_hub_demo.py``; installed with
+onespeech-tools, a declared test dependency. Nothing here is mocked: clients talk real
+HTTP over a socket.
 """
 
 from __future__ import annotations
