@@ -12,6 +12,7 @@ from typing import Any
 from .errors import (
     ConversionInProgressError,
     DownloadError,
+    JsonNestingError,
     ModelIntegrityError,
     ObjectClosedError,
     OfflineModeError,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConversionInProgressError",
     "DownloadError",
+    "JsonNestingError",
     "ModelIntegrityError",
     "ObjectClosedError",
     "OfflineModeError",

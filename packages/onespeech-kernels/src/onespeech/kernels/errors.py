@@ -10,6 +10,7 @@ keep working), and a file in our tensor format that fails validation
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "ConversionInProgressError",
     "CorruptDownloadError",
     "DownloadError",
+    "JsonNestingError",
     "ModelIntegrityError",
     "ModelKindError",
     "ObjectClosedError",
@@ -142,3 +144,21 @@ class CorruptDownloadError(ModelIntegrityError):
             "discarded, load again to download the file afresh (if this repeats, the endpoint does not "
             "serve the pinned file)",
         )
+
+
+class JsonNestingError(json.JSONDecodeError):
+    """JSON whose arrays/objects nest deeper than the parser can follow.
+
+    A ``json.JSONDecodeError`` (so a ``ValueError``), so every reader of a model
+    file turns it into its own typed error naming the file, as for any other
+    malformed JSON; ``pos`` is where the nesting first went that deep.
+    """
+
+    def __init__(self, doc: str, pos: int, depth: int) -> None:
+        self.depth = depth
+        super().__init__(f"arrays/objects are nested {depth} levels deep at this point, deeper than the JSON "
+                         "parser follows "
+                         "(model files nest fewer than 10)", doc, pos)
+
+    def __reduce__(self):
+        return (type(self), (self.doc, self.pos, self.depth))

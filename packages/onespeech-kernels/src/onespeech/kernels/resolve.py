@@ -39,7 +39,6 @@ read-only directory is converted into ``<cache>/local/<key>/runtime`` instead.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -54,6 +53,7 @@ from onespeech.kernels.errors import (
     UnknownModelError,
 )
 from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.registry import Converter, model_kind
@@ -291,9 +291,9 @@ def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
     if INDEX_NAME not in pins or not index.is_file():
         return
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = loads_json(index.read_text(encoding="utf-8"))["weight_map"]
         shards = set(weight_map.values())
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelIntegrityError(index, f"not a safetensors index with a weight_map ({e})") from e
     for shard in sorted(shards, key=str):
         check_relative_name(shard)

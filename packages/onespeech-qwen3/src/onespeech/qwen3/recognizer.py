@@ -312,8 +312,9 @@ class Qwen3Recognizer:
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
         With ``forced_ids`` the decoder is teacher-forced (``Qwen3Decoder.teacher_forced``):
-        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``,
-        ``finished`` is False and no first logits are kept.
+        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``
+        (end ids masked from the first ``min_new_tokens``), ``finished`` is False and
+        no first logits are kept.
         """
         check_cancel(cancel)
         with self._lock:
@@ -327,7 +328,9 @@ class Qwen3Recognizer:
             # audio-token embedding substitution at the audio pad positions
             embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
             if forced_ids is not None:
-                choices = self.decoder.teacher_forced(embeds, forced_ids, cancel)
+                choices = self.decoder.teacher_forced(
+                    embeds, forced_ids, cancel, eos_ids=self.config.eos_token_ids, min_new_tokens=min_new_tokens
+                )
                 return ChunkRecognition(mel, audio_embeds, prompt, Generation(choices, False))
             generation = self.decoder.generate(
                 embeds,
