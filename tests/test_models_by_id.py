@@ -19,7 +19,7 @@ from onespeech.kernels.catalog import CATALOG_ENV
 from onespeech.kernels.errors import ModelKindError
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
 from onespeech.qwen3.decoder import Generation
-from onespeech_tools.catalogs import build_silero_wheel, hub_entry, wheel_entry, write_entry
+from onespeech_tools.catalogs import build_silero_wheel, hub_entry, wheel_entry, write_catalog_file
 from onespeech_tools.checkpoints import make_checkpoint
 
 ASR, ALIGNER, REV = "Demo/Qwen3-ASR-tiny", "Demo/Qwen3-ForcedAligner-tiny", "d" * 40
@@ -41,9 +41,9 @@ def hub(published, tmp_path: Path, hub_server_cls, monkeypatch: pytest.MonkeyPat
     catalog = tmp_path / "catalog"
     for model_id, kind in ((ASR, "asr"), (ALIGNER, "aligner")):
         server.add_repo(model_id, REV, published[model_id])
-        write_entry(catalog, hub_entry(model_id, REV, published[model_id], kind))
+        write_catalog_file(catalog, hub_entry(model_id, REV, published[model_id], kind))
     wheel = build_silero_wheel(published["onnx"], tmp_path / "wheels")
-    write_entry(catalog, wheel_entry(wheel, server.add_file(f"packages/{wheel.name}", wheel), published["onnx"]))
+    write_catalog_file(catalog, wheel_entry(wheel, server.add_file(f"packages/{wheel.name}", wheel), published["onnx"]))
     monkeypatch.setenv(CATALOG_ENV, str(catalog))
     monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
     monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))

@@ -26,13 +26,6 @@ from pathlib import Path
 REPO, REVISION = "Demo/Qwen3-ASR-tiny", "d" * 40
 
 
-def write_catalog(catalog_dir: Path, repo_dir: Path) -> None:
-    """A catalog entry pinning every file of ``repo_dir`` (the schema of the shipped entries)."""
-    from onespeech_tools.catalogs import hub_entry, write_entry
-
-    write_entry(catalog_dir, hub_entry(REPO, REVISION, repo_dir, "asr"))
-
-
 def show(title: str, argv: list[str], env: dict[str, str]) -> None:
     print(f"\n$ {' '.join(argv)}    # {title}", flush=True)
     subprocess.run(argv, env=env, check=True)
@@ -43,6 +36,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="work here and keep the files (default: a temporary folder)")
     args = parser.parse_args()
 
+    from onespeech_tools.catalogs import write_entry
     from onespeech_tools.checkpoints import make_checkpoint
     from onespeech_tools.data import shared_data_or_skip
     from onespeech_tools.hub_server import HubServer
@@ -53,7 +47,7 @@ def main() -> int:
         work = args.keep or Path(tmp)
         repo, catalog, home = work / "published", work / "catalog", work / "home"
         make_checkpoint(repo, "tiny", seed=0, data_dir=data)
-        write_catalog(catalog, repo)
+        write_entry(catalog, repo, REPO, REVISION)
         server = HubServer().start()
         server.add_repo(REPO, REVISION, repo)
         env = {**os.environ, "ONESPEECH_HOME": str(home)}

@@ -11,7 +11,7 @@ import json
 import zipfile
 from pathlib import Path
 
-__all__ = ["SILERO_MEMBER", "build_silero_wheel", "hub_entry", "wheel_entry", "write_entry"]
+__all__ = ["SILERO_MEMBER", "build_silero_wheel", "hub_entry", "wheel_entry", "write_catalog_file", "write_entry"]
 
 SILERO_MEMBER = "silero_vad/data/silero_vad.onnx"
 _UNCONVERTED = {"status": "not-converted", "reason": "test entry: runtime digests are recorded at conversion",
@@ -60,9 +60,16 @@ def wheel_entry(wheel: Path, url: str, onnx: Path, runtime: dict | None = None, 
     }  # fmt: skip
 
 
-def write_entry(catalog_dir: Path, data: dict) -> Path:
-    """Write ``data`` as ``<catalog_dir>/<id with / as -->.json``."""
-    catalog_dir.mkdir(parents=True, exist_ok=True)
-    path = catalog_dir / (data["id"].replace("/", "--") + ".json")
+def write_catalog_file(catalog_dir: str | Path, data: dict) -> Path:
+    """Write ``data`` as ``<catalog_dir>/<id with / as -->.json`` (``catalog_dir`` created if missing)."""
+    catalog = Path(catalog_dir)
+    catalog.mkdir(parents=True, exist_ok=True)
+    path = catalog / (data["id"].replace("/", "--") + ".json")
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def write_entry(catalog_dir: str | Path, repo_dir: str | Path, model_id: str, revision: str, kind: str = "asr") -> Path:
+    """Write the Hub entry pinning every file of ``repo_dir`` (served as ``model_id`` at ``revision``,
+    40 hexadecimal digits) into ``catalog_dir``."""
+    return write_catalog_file(catalog_dir, hub_entry(model_id, revision, Path(repo_dir), kind))

@@ -122,7 +122,7 @@ def test_help(capsys):
 def test_vad_fetched_into_the_cache(tmp_path, monkeypatch, capsys, shared_data, hub_server_cls):
     from onespeech.features.vad_model import default_vad_path
     from onespeech.kernels.catalog import CATALOG_ENV, get_entry
-    from onespeech_tools.catalogs import build_silero_wheel, wheel_entry, write_entry
+    from onespeech_tools.catalogs import build_silero_wheel, wheel_entry, write_catalog_file
 
     monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))
     onnx = shared_data / "models" / "silero_vad.onnx"
@@ -131,7 +131,7 @@ def test_vad_fetched_into_the_cache(tmp_path, monkeypatch, capsys, shared_data, 
     runtime = {n: {"size": p.size, "sha256": p.sha256} for n, p in pins.items()}
     server = hub_server_cls().start()
     try:
-        write_entry(tmp_path / "cat", wheel_entry(wheel, server.add_file(wheel.name, wheel), onnx, runtime))
+        write_catalog_file(tmp_path / "cat", wheel_entry(wheel, server.add_file(wheel.name, wheel), onnx, runtime))
         monkeypatch.setenv(CATALOG_ENV, str(tmp_path / "cat"))
         path = default_vad_path()
     finally:

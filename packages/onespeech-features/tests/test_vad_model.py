@@ -16,7 +16,7 @@ from onespeech.features import SileroVad, VadModelNotFoundError
 from onespeech.features.vad_model import VAD_MODEL_ENV, default_vad_path
 from onespeech.kernels.catalog import CATALOG_ENV, get_entry
 from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
-from onespeech_tools.catalogs import build_silero_wheel, wheel_entry, write_entry
+from onespeech_tools.catalogs import build_silero_wheel, wheel_entry, write_catalog_file
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def served_wheel(shared_data: Path, tmp_path: Path, hub_server_cls, monkeypatch:
     url = server.add_file(f"packages/ab/cd/{wheel.name}", wheel)
     shipped = get_entry("silero-vad").runtime["fp32"].files
     runtime = {name: {"size": pin.size, "sha256": pin.sha256} for name, pin in shipped.items()}
-    write_entry(tmp_path / "catalog", wheel_entry(wheel, url, onnx, runtime))
+    write_catalog_file(tmp_path / "catalog", wheel_entry(wheel, url, onnx, runtime))
     monkeypatch.setenv(CATALOG_ENV, str(tmp_path / "catalog"))
     yield server, wheel
     server.stop()

@@ -7,12 +7,12 @@ Public API:
 - features: ``log_mel_spectrogram`` (at most 30 s); ``onespeech.features.mel.log_mel``
   is the alignment path (at most 300 s)
 - VAD: ``SileroVad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
-- chunks: ``plan_chunks``, ``Chunk``
+- chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``
 """
 
 from onespeech.features import models as _models  # noqa: F401 - registers the vad kind
 from onespeech.features.audio import AudioFileSource, load_audio
-from onespeech.features.chunks import Chunk, plan_chunks
+from onespeech.features.chunks import Chunk, ChunkPlanner, plan_chunks
 from onespeech.features.errors import (
     AudioError,
     CorruptAudioError,
@@ -42,6 +42,7 @@ __all__ = [
     "MAX_CHUNK_SAMPLES",
     "AudioFileSource",
     "Chunk",
+    "ChunkPlanner",
     "AudioError",
     "CorruptAudioError",
     "NoChannelsError",

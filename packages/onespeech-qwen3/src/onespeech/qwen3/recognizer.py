@@ -40,7 +40,7 @@ from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
 from onespeech.qwen3.runtime import RuntimeModel
 from onespeech.qwen3.transcript import Segment, Transcript, Word
-from onespeech.qwen3.units import CHARACTER_LANGUAGES, written_units
+from onespeech.qwen3.units import join_texts, written_units
 from onespeech.tokenizer import Qwen3Tokenizer
 
 if TYPE_CHECKING:
@@ -404,16 +404,11 @@ def _document(segments: list[Segment], languages: Languages) -> Transcript:
     """Join chunk segments into the transcript (text, language covering most time, words)."""
     if not segments:
         return Transcript.empty()
-    parts: list[str] = []
-    for i, seg in enumerate(segments):
-        # languages written without spaces join their chunks without one
-        if i and not (seg.language in CHARACTER_LANGUAGES and segments[i - 1].language in CHARACTER_LANGUAGES):
-            parts.append(" ")
-        parts.append(seg.text)
     duration: dict[str, float] = {}
     for seg in segments:
         if seg.language:
             duration[seg.language] = duration.get(seg.language, 0.0) + (seg.end or 0.0) - (seg.start or 0.0)
     language = max(duration, key=lambda k: duration[k]) if duration else None  # first wins ties
     words = [Word(u.text) for seg in segments for u in written_units(seg.text, seg.language)]
-    return Transcript(text="".join(parts), language=language, segments=tuple(segments), words=tuple(words))
+    text = join_texts((seg.text, seg.language) for seg in segments)
+    return Transcript(text=text, language=language, segments=tuple(segments), words=tuple(words))
