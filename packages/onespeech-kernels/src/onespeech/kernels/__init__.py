@@ -68,7 +68,7 @@ def info() -> dict[str, Any]:
     from .threads import get_threads
 
     k = ops._kernels
-    relevant = {f for need in cpu.VARIANTS.values() for f in need} | {"AVX512_BF16"}
+    relevant = {f for need in cpu.VARIANTS.values() for f in need}
     return {
         "variant": k.VARIANT if k is not None else "numpy",
         "openmp": bool(k.OPENMP) if k is not None else False,
