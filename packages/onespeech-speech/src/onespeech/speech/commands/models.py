@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from pathlib import Path
 
 ORDER = 20
 
@@ -108,7 +107,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _remove(args: argparse.Namespace) -> int:
     from onespeech.kernels.catalog import get_entry
-    from onespeech.kernels.lock import DirectoryLock
+    from onespeech.kernels.lock import LOCK_NAME, DirectoryLock
     from onespeech.kernels.resolve import model_dir
 
     directory = model_dir(get_entry(args.model, args.catalog_dir))
@@ -117,7 +116,7 @@ def _remove(args: argparse.Namespace) -> int:
         return 0
     with DirectoryLock(directory):  # never delete under a running fetch or conversion
         for child in directory.iterdir():
-            if child.name != Path(DirectoryLock(directory).path).name:
+            if child.name != LOCK_NAME:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
     shutil.rmtree(directory, ignore_errors=True)
     print(f"{args.model}: removed {directory}")
