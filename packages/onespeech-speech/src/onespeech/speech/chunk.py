@@ -172,7 +172,7 @@ def recognize_chunk(
     name = recognizer.languages.resolve(language)
     result = recognizer.recognize(pcm, name, recognizer.options.max_new_tokens, cancel)
     finish = FINISH_END_TOKEN if result.generation.finished else FINISH_MAX_NEW_TOKENS
-    parsed_language, text = parse_output(recognizer._decode(result.generation.ids), name)
+    parsed_language, text = parse_output(recognizer.decode_ids(result.generation.ids), name)
     tag = recognizer.languages.tag(parsed_language)
     return Segment(start_sample / SAMPLE_RATE, end_sample / SAMPLE_RATE, text, tag, untimed_words(text, tag),
                    finish, timing="not timed")
