@@ -1,7 +1,8 @@
 """Hatch build hook: compile the Cython kernels once per instruction set, in place.
 
 `_kernels.pyx` is copied to `_kernels_<variant>.pyx` for each variant this
-platform can target (x86-64: generic, avx2, avx512; elsewhere: generic), each
+platform can target (x86-64: generic, avx2, avx512, and avx512bf16 where the
+compiler knows AVX512_BF16; elsewhere: generic), each
 copy is cythonized with one directive set (sklearn's: language_level 3,
 boundscheck / wraparound / initializedcheck off unless ONESPEECH_KERNELS_DEBUG=1,
 cdivision on) and compiled with its ISA flags and moved next to the sources (atomically), so editable
@@ -33,6 +34,13 @@ X86_VARIANTS = {
     "generic": [],
     "avx2": ["-mavx2", "-mfma", "-mf16c"],
     "avx512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
+    # avx512 plus VDPBF16PS for the bf16 x bf16 GEMM; built only where the compiler knows it
+    "avx512bf16": ["-mavx512bf16", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
+}
+# a variant is built only if this compiles with its flags (older compilers lack -mavx512bf16)
+ISA_PROBE = {
+    "avx512bf16": "#include <immintrin.h>\n"
+                  "__m512 f(__m512 a, __m512i b) { return _mm512_dpbf16_ps(a, (__m512bh)b, (__m512bh)b); }\n",
 }
 # -fno-math-errno lets sqrtf compile to one instruction; results are unchanged
 COMMON_FLAGS = ["-fno-math-errno"]
@@ -95,10 +103,30 @@ def _openmp_flags(compiler_type: str) -> list[str]:
     return [flag]
 
 
+def _compiles(source: str, flags: list[str]) -> bool:
+    """Whether the compiler builds ``source`` with ``flags`` (an instruction-set probe)."""
+    cc = _new_compiler()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe_isa.c"
+        src.write_text(source)
+        try:
+            cc.compile([str(src)], output_dir=tmp, extra_postargs=flags)
+        except Exception:  # any compiler failure means "not supported"
+            return False
+    return True
+
+
 def _variants(compiler_type: str) -> dict[str, list[str]]:
     machine = platform.machine().lower()
     if compiler_type != "msvc" and machine in ("x86_64", "amd64", "i686", "x86"):
-        return X86_VARIANTS
+        variants = {}
+        for name, flags in X86_VARIANTS.items():
+            if name in ISA_PROBE and not _compiles(ISA_PROBE[name], flags):
+                print(f"onespeech-kernels: the compiler cannot build {name} ({' '.join(flags)}); skipped",
+                      file=sys.stderr)
+                continue
+            variants[name] = flags
+        return variants
     return {"generic": []}
 
 
@@ -127,7 +155,7 @@ def build_extensions(root: Path) -> list[Path]:
                 f"{PACKAGE}._kernels_{variant}",
                 [str(pyx.relative_to(root))],
                 include_dirs=[str(SRC)],
-                depends=[str(SRC / "_kernels_impl.h"), str(SRC / "_gemm_impl.h"), str(SRC / TEMPLATE)],
+                depends=[str(SRC / name) for name in ("_kernels_impl.h", "_gemm_impl.h", "_bf16dp_impl.h", TEMPLATE)],
                 extra_compile_args=common + isa + omp,
                 extra_link_args=omp,
             )

@@ -327,6 +327,8 @@ def make_checkpoint(
     seed: int = 0,
     kind: str = "asr",
     data_dir: str | os.PathLike[str] | None = None,
+    end_scale: float | None = None,
+    max_slot: int | None = None,
 ) -> Path:
     """Write a publisher-layout checkpoint with seeded random bfloat16 weights.
 
@@ -343,6 +345,18 @@ def make_checkpoint(
     data_dir
         The shared data folder holding ``configs/`` and ``tokenizer/`` (default:
         :func:`shared_data_dir`).
+    end_scale
+        ASR only: make greedy decoding end. The embedding rows of the end tokens
+        (``generation_config.json``'s ``eos_token_id``; the reference's output rows,
+        as the head is tied) become ``end_scale`` times the final norm's weight, so
+        an end token's logit is ``end_scale * sum_i w_i^2 h_i / rms(h)``: large
+        whenever the last hidden state leans the norm weight's way, which random
+        weights do every few steps (see docs/checkpoints.md). None: untouched.
+    max_slot
+        Aligner only: zero the timestamp head's rows from ``max_slot`` on, so the
+        predicted slots fall within the first ``max_slot`` x 80 ms (random heads
+        otherwise predict times beyond a short clip's end, which the aligner
+        discards). None: untouched.
 
     Returns
     -------
@@ -365,13 +379,59 @@ def make_checkpoint(
     for name in _TOKENIZER_FILES:
         shutil.copyfile(data / "tokenizer" / name, out / name)
 
-    plans = plan_shards(tensor_specs(config), size)
+    specs = tensor_specs(config)
+    edits: dict[str, dict[int, np.ndarray]] = {}
+    if end_scale is not None:
+        edits[_EMBED_NAME] = _end_rows(specs, seed, source, end_scale)
+    if max_slot is not None:
+        edits[_HEAD_NAME] = _zero_rows_from(specs, kind, max_slot)
+    plans = plan_shards(specs, size)
     for name, plan, shard in plans:
-        chunks = ((spec.name, block) for spec in shard for block in tensor_blocks(spec, seed))
+        chunks = ((spec.name, block) for spec in shard for block in _edited_blocks(spec, seed, edits.get(spec.name)))
         safetensors_writer.write_file(out / name, plan, chunks)
     if len(plans) > 1:
         (out / "model.safetensors.index.json").write_text(index_json(plans), encoding="utf-8")
     return out
+
+
+_EMBED_NAME = "thinker.model.embed_tokens.weight"
+_FINAL_NORM_NAME = "thinker.model.norm.weight"
+_HEAD_NAME = "thinker.lm_head.weight"
+
+
+def _end_rows(specs: list[TensorSpec], seed: int, source: Path, end_scale: float) -> dict[int, np.ndarray]:
+    """Embedding rows (bfloat16 bits) that make the end tokens win greedy decoding every few steps."""
+    by_name = {spec.name: spec for spec in specs}
+    if by_name[_EMBED_NAME].shape[0] != by_name[_HEAD_NAME].shape[0]:
+        raise CheckpointError("end_scale needs a tied ASR checkpoint (the aligner's head is not the embedding)")
+    generation = json.loads((source / "generation_config.json").read_text(encoding="utf-8"))
+    eos = generation["eos_token_id"]
+    norm = tensor_array(by_name[_FINAL_NORM_NAME], seed).astype(np.uint32) << np.uint32(16)
+    row = f32_to_bf16(norm.view(np.float32) * np.float32(end_scale))
+    return {int(i): row for i in (eos if isinstance(eos, list) else [eos])}
+
+
+def _zero_rows_from(specs: list[TensorSpec], kind: str, max_slot: int) -> dict[int, np.ndarray]:
+    if kind != "aligner":
+        raise CheckpointError("max_slot applies to the aligner's timestamp head only")
+    head = next(spec for spec in specs if spec.name == _HEAD_NAME)
+    if not 0 < max_slot <= head.shape[0]:
+        raise CheckpointError(f"max_slot={max_slot} is outside 1..{head.shape[0]}")
+    zero = np.zeros(head.shape[1:], dtype=np.uint16)
+    return dict.fromkeys(range(max_slot, head.shape[0]), zero)
+
+
+def _edited_blocks(spec: TensorSpec, seed: int, edits: dict[int, np.ndarray] | None) -> Iterator[np.ndarray]:
+    if not edits:
+        yield from tensor_blocks(spec, seed)
+        return
+    first = 0
+    for block in tensor_blocks(spec, seed):
+        for row in range(first, first + block.shape[0]):
+            if row in edits:
+                block[row - first] = edits[row]
+        first += block.shape[0]
+        yield block
 
 
 def main() -> int:

@@ -83,3 +83,43 @@ def test_invalid_regions_are_refused() -> None:
         plan_chunks(_regions((0, 5)), 10 * S, pcm=np.zeros(5, dtype=np.float32))
     with pytest.raises(ValueError, match="max_samples"):
         plan_chunks(_regions((0, 5)), 10 * S, max_samples=1000)
+
+
+def _random_plan_input(seed: int) -> tuple[list[SpeechRegion], np.ndarray]:
+    """Regions with gaps and some unbroken stretches longer than 30 s, over noise with dips."""
+    rng = np.random.default_rng(seed)
+    regions, position = [], int(rng.integers(0, 3 * S))
+    for _ in range(int(rng.integers(3, 12))):
+        length = int(rng.choice([rng.integers(S // 4, 8 * S), rng.integers(31 * S, 75 * S)], p=[0.8, 0.2]))
+        regions.append(SpeechRegion(position, position + length))
+        position += length + int(rng.integers(1, 4 * S))
+    pcm = (0.2 * rng.standard_normal(position)).astype(np.float32)
+    for dip in rng.integers(0, position, size=20):
+        pcm[max(0, dip - 800) : dip + 800] *= 0.01
+    return regions, pcm
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_chunk_planner_streamed_equals_plan_chunks(seed: int) -> None:
+    from onespeech.features import ChunkPlanner
+
+    regions, pcm = _random_plan_input(seed)
+    expected = plan_chunks(regions, pcm.shape[0], pcm=pcm)
+    planner, got = ChunkPlanner(), []
+    for region in regions:
+        # the planner only sees audio from the open chunk (or this region) on
+        keep = region.start if planner.open_start is None else planner.open_start
+        got.extend(planner.add(region, pcm[keep:], pcm_offset=keep))
+        assert all(c.end <= region.end for c in got)
+    got.extend(planner.finish())
+    assert got == expected
+    assert planner.finish() == []
+
+
+def test_chunk_planner_refuses_unsorted_regions() -> None:
+    from onespeech.features import ChunkPlanner
+
+    planner = ChunkPlanner()
+    planner.add(SpeechRegion(5 * S, 6 * S))
+    with pytest.raises(ValueError, match="before the previous region ends"):
+        planner.add(SpeechRegion(4 * S, 7 * S))

@@ -142,3 +142,22 @@ def test_invalid_options_are_refused(kwargs: dict, message: str) -> None:
 def test_default_exit_threshold() -> None:
     assert VadOptions().exit_threshold == pytest.approx(0.35)
     assert VadOptions(threshold=0.1).exit_threshold == 0.01
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_horizon_is_never_after_a_later_region_start(seed: int) -> None:
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(1, 600))
+    probs = np.repeat(rng.uniform(0, 1, n // 5 + 1), rng.integers(1, 12, n // 5 + 1))[:n]
+    options = VadOptions(min_silence_duration_ms=int(rng.choice([0, 100, 500])),
+                         speech_pad_ms=int(rng.choice([0, 30, 400])))
+    segmenter = SpeechSegmenter(options)
+    horizons, regions = [], []
+    for k in range(0, n, 3):
+        regions.extend(segmenter.feed(probs[k : k + 3]))
+        horizons.append((len(regions), segmenter.horizon))
+    regions.extend(segmenter.finish(512 * n))
+    for released, horizon in horizons:
+        # every region returned after this point starts at or after the horizon
+        assert all(r.start >= horizon for r in regions[released:])
+    assert [h for _, h in horizons] == sorted(h for _, h in horizons)  # it never moves back

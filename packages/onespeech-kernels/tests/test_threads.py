@@ -35,6 +35,7 @@ def test_thread_limit_restores() -> None:
 
 
 def test_default_reads_omp_num_threads(monkeypatch) -> None:
+    monkeypatch.setattr(threads, "available_cpus", lambda: 4)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert threads.default_threads() == 3
     monkeypatch.setenv("OMP_NUM_THREADS", "junk")

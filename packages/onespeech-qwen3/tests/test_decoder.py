@@ -97,6 +97,11 @@ def test_teacher_forcing(decoder: Qwen3Decoder) -> None:
         seq = np.concatenate([x, decoder.embed(np.array(forced[:step]))])
         assert int(np.argmax(decoder.logits(decoder.hidden_states(seq)[-1]))) == choices[step]
     assert decoder.teacher_forced(x, []) == []
+    # end ids are masked from the first min_new_tokens choices, as generate masks them
+    masked = decoder.generate(x, 6, eos_ids=(greedy[1],), min_new_tokens=3).ids
+    choices = decoder.teacher_forced(x, masked, eos_ids=(greedy[1],), min_new_tokens=3)
+    assert choices[:3] == masked[:3] and choices[1] != greedy[1]
+    assert decoder.teacher_forced(x, masked, eos_ids=(greedy[1],))[1] == greedy[1]
 
 
 def test_cancellation_between_steps(decoder: Qwen3Decoder) -> None:

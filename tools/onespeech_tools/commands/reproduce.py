@@ -7,7 +7,11 @@ PCM the reference saw, and prints per case: the max error of the log-mel feature
 the encoder output and the first-step logits (max |ours - ref| / max |ref|), whether
 the prompt ids are identical, and greedy-token agreement; then the same for the
 104-token windowed encoder where observed. Exit status 0 only if every comparison
-is within the parity bar (1e-4 relative, identical ids).
+is within the parity bar (1e-4 relative, identical ids) under the near-tie rule
+(``onespeech_tools.near_ties``): at a step where the reference's own top-2 margin is
+below 1e-4 of its largest |logit| either id agrees and the comparison continues
+teacher-forced from the reference's id; every such tie is listed, and more than one
+per 256 compared steps fails.
 
 ``--precision bf16`` compares ours in BF16 with the reference run in bfloat16
 (``OBS/asr/<size>-bf16``, from ``oracle_asr.py --dtype bfloat16``) side by side
@@ -18,7 +22,8 @@ of steps whose argmax equals FP32's id when FP32's ids are fed step by step. The
 prefix ends at the first near-tie, so one case can swing it by 60 ids; the forced
 count weighs every step once. BF16 promises no bit-identical output, so it passes
 when ours agrees with FP32 at least as often as the reference's BF16 does, summed
-over the cases (the forced count where observed, else the prefix).
+over the cases (the forced count where observed, else the prefix). A forced step at
+an FP32 near-tie agrees with either id, for both runs alike, and is listed.
 
 Full size (after ``oracle_asr.py --size 0.6b``)::
 
@@ -36,8 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
+from onespeech_tools.asr_parity import EOS_IDS, RUNS, bf16_forced_agreement, compare_run, pcm_and_mel
+from onespeech_tools.near_ties import Suite, Tie, Verdict
+
 TOLERANCE = 1e-4
-EOS_IDS = (151643, 151645)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,14 +67,19 @@ class Row:
     encoder: float
     logits: float
     prompt_equal: bool
-    agree: int
+    verdict: Verdict
     total: int
     seconds: float
 
     @property
+    def agree(self) -> int:
+        """Steps agreeing under the near-tie rule (a failing step does not)."""
+        return self.verdict.compared - (0 if self.verdict.ok else 1)
+
+    @property
     def ok(self) -> bool:
         errors = [e for e in (self.mel, self.encoder, self.logits) if e is not None]
-        return all(e <= TOLERANCE for e in errors) and self.prompt_equal and self.agree == self.total
+        return all(e <= TOLERANCE for e in errors) and self.prompt_equal and self.verdict.ok
 
 
 def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
@@ -98,26 +110,13 @@ def agreement(ours: list[int], ref: list[int]) -> int:
 
 
 def _compare(recognizer, case: dict, arrays, steps: int, mode: str) -> Row:
-    from onespeech.features.mel import log_mel
-
-    pcm = np.ascontiguousarray(arrays["pcm"], dtype=np.float32)
     prefix = "windowed_" if mode == "windowed" else ""
-    ref_tokens = [int(t) for t in arrays[f"{prefix}tokens"]]
-    min_new = 0
-    if mode == "full" and "tokens_min_new" in arrays:
-        ref_tokens, min_new = [int(t) for t in arrays["tokens_min_new"]], steps
+    # past an early end the reference's run with EOS masked is the longer comparison
+    run = mode if mode == "windowed" else ("min_new" if "tokens_min_new" in arrays else "full")
     start = time.perf_counter()
-    mel = log_mel(pcm, max_seconds=max(30.0, pcm.shape[0] / 16000 + 1))
-    result = recognizer.recognize(
-        pcm, case["language"], steps, mel=mel, keep_first_logits=True, min_new_tokens=min_new
-    )
+    judged = compare_run(recognizer, case, arrays, steps, run)
     seconds = time.perf_counter() - start
-    expected, ended = reference_ids(ref_tokens)
-    ours = list(result.generation.ids)
-    total = len(expected) + (1 if ended else 0)
-    agree = agreement(ours, expected)
-    if ended and agree == len(expected) and len(ours) == len(expected) and result.generation.finished:
-        agree += 1  # both stopped at the same step
+    result = judged.result
     return Row(
         case=case["name"],
         mode=mode,
@@ -125,8 +124,8 @@ def _compare(recognizer, case: dict, arrays, steps: int, mode: str) -> Row:
         encoder=relative_error(result.audio_embeds, arrays[f"{prefix}encoder_output"]),
         logits=relative_error(result.generation.first_logits, arrays[f"{prefix}first_logits"]),
         prompt_equal=np.array_equal(np.asarray(result.prompt.ids), arrays["prompt_ids"]),
-        agree=agree,
-        total=total,
+        verdict=judged.verdict,
+        total=len(arrays[RUNS[run][0]]),
         seconds=seconds,
     )
 
@@ -167,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"qwen-reproduce {args.size}: {len(cases)} cases, checkpoint {checkpoint}, {args.threads} threads")
     print(f"{'case':<24} {'mode':<8} {'mel':>7} {'encoder':>7} {'logits':>7} prompt tokens  seconds")
     rows: list[Row] = []
+    suite = Suite()
     recognizers: dict[tuple[str | None, str], Qwen3Recognizer] = {}
     start = time.perf_counter()
     try:
@@ -182,10 +182,12 @@ def run(args: argparse.Namespace) -> int:
                     recognizers[key] = Qwen3Recognizer.load(checkpoint, options)
                 row = _compare(recognizers[key], case, arrays, steps, mode)
                 rows.append(row)
+                suite.add(row.verdict)
+                ties = f"  {len(row.verdict.ties)} tie" if row.verdict.ties else ""
                 print(
                     f"{row.case:<24} {row.mode:<8} {_fmt(row.mel):>7} {_fmt(row.encoder):>7} {_fmt(row.logits):>7} "
                     f"{'same' if row.prompt_equal else 'DIFF':>6} {row.agree:>3}/{row.total:<3} {row.seconds:8.1f}"
-                    f"{'' if row.ok else '  FAIL'}",
+                    f"{ties}{'' if row.ok else '  FAIL'}",
                     flush=True,
                 )
     finally:
@@ -195,9 +197,11 @@ def run(args: argparse.Namespace) -> int:
     worst = max((max(e for e in (r.mel or 0.0, r.encoder, r.logits)) for r in rows), default=0.0)
     agreed = sum(r.agree for r in rows)
     total = sum(r.total for r in rows)
-    print(f"max relative error {worst:.1e} (bar {TOLERANCE:.0e}); tokens {agreed}/{total} agree; "
-          f"{len(rows) - len(failed)}/{len(rows)} comparisons pass; {time.perf_counter() - start:.0f} s")  # fmt: skip
-    return 0 if not failed else 1
+    print(suite.report())
+    print(f"max relative error {worst:.1e} (bar {TOLERANCE:.0e}); tokens {agreed}/{total} agree "
+          f"({len(suite.ties)} at near-ties); {len(rows) - len(failed)}/{len(rows)} comparisons pass; "
+          f"{time.perf_counter() - start:.0f} s")  # fmt: skip
+    return 0 if not failed and suite.ok else 1
 
 
 def _abs_errors(ours: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
@@ -211,7 +215,6 @@ def _abs_errors(ours: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 
 def run_bf16(args: argparse.Namespace) -> int:
     """Ours-BF16 and reference-BF16, each against the FP32 reference (issue 5's table)."""
-    from onespeech.features.mel import log_mel
     from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
 
     bf16_folder = args.observations / "asr" / f"{args.size}-bf16"
@@ -230,6 +233,7 @@ def run_bf16(args: argparse.Namespace) -> int:
     print(f"{'case':<24} {'run':<10} {'encoder max':>11} {'mean':>8} {'logits max':>10} {'mean':>8}  prefix  forced")
     totals = {"ours": [0, 0], "reference": [0, 0]}  # prefix, forced
     forced_total = 0
+    bf16_ties: list[Tie] = []
     recognizers: dict[str | None, Qwen3Recognizer] = {}
     start = time.perf_counter()
     try:
@@ -237,24 +241,23 @@ def run_bf16(args: argparse.Namespace) -> int:
             with np.load(bf16_folder / f"{case['name']}.npz") as data:
                 ref_bf16 = {key: data[key] for key in data.files}
             with np.load(fp32_folder / f"{case['name']}.npz") as data:
-                ref_fp32 = {key: data[key] for key in ("encoder_output", "first_logits")}
+                ref_fp32 = {key: data[key] for key in data.files}
             context = case["context"] or None
             if context not in recognizers:
                 options = Qwen3Options(context=context, precision=Precision.BFLOAT16, threads=args.threads,
                                        max_new_tokens=steps)  # fmt: skip
                 recognizers[context] = Qwen3Recognizer.load(checkpoint, options)
-            pcm = np.ascontiguousarray(ref_bf16["pcm"], dtype=np.float32)
-            mel = log_mel(pcm, max_seconds=max(30.0, pcm.shape[0] / 16000 + 1))  # as the reference: one input
+            pcm, mel = pcm_and_mel(ref_bf16)
             result = recognizers[context].recognize(pcm, case["language"], steps, mel=mel, keep_first_logits=True)
             fp32_ids, _ = reference_ids(fp32_cases[case["name"]]["tokens"])
             ref_ids, _ = reference_ids([int(t) for t in ref_bf16["tokens"]])
-            forced = {"reference": None, "ours": None}
-            if "forced_ids" in ref_bf16:
-                forced_ids = ref_bf16["forced_ids"]
-                ours_forced = recognizers[context].recognize(pcm, case["language"], steps, mel=mel, forced_ids=forced_ids)
-                forced["ours"] = int(np.sum(np.asarray(ours_forced.generation.ids) == forced_ids))
-                forced["reference"] = int(np.sum(ref_bf16["forced_argmax"] == forced_ids))
-                forced_total += len(forced_ids)
+            forced: dict[str, int | None] = {"reference": None, "ours": None}
+            forced_run = bf16_forced_agreement(recognizers[context], case, ref_bf16, ref_fp32, steps)
+            if forced_run is not None:
+                for label, (count, ties) in forced_run.agree.items():
+                    forced[label] = count
+                    bf16_ties.extend(ties)
+                forced_total += forced_run.steps
             runs = (
                 ("ours", result.audio_embeds, result.generation.first_logits, list(result.generation.ids)),
                 ("reference", ref_bf16["encoder_output"], ref_bf16["first_logits"], ref_ids),
@@ -280,6 +283,9 @@ def run_bf16(args: argparse.Namespace) -> int:
     else:
         print(f"steps agreeing with FP32 when its ids are fed: ours-BF16 {ours_forced_n}/{forced_total}, "
               f"reference-BF16 {ref_forced_n}/{forced_total}")  # fmt: skip
+        print(f"of which at FP32 near-ties (the runner-up taken): {len(bf16_ties)}")
+        for tie in bf16_ties:
+            print(f"  tie: {tie}")
         ok = ours_forced_n >= ref_forced_n
     print(f"{'pass' if ok else 'FAIL'}: ours must agree with FP32 at least as often as the reference's BF16 "
           f"(teacher-forced steps where observed, else the prefix); {time.perf_counter() - start:.0f} s")

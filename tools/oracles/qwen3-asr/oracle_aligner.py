@@ -14,7 +14,9 @@ to ``DIR/aligner/``:
   Japanese and mixed-punctuation texts over real clips) the PCM fed to the model, the
   reference's unit list, the input ids, the raw class logits at the ``<timestamp>``
   positions and their argmax slots, captured by a forward hook on ``lm_head`` *before*
-  the toolkit's post-processing (its monotonic ``fix_timestamp``), plus the
+  the toolkit's post-processing (its monotonic ``fix_timestamp``), per slot the argmax
+  and runner-up class, their margin and the largest |logit| (``slot_top2_ids``,
+  ``slot_margin``, ``slot_max_abs``: the near-tie rule's inputs), plus the
   post-processed times for information.
 
 Run it with the reference interpreter (``/work/refenv/bin/python``) or ``tox -e oracle``.
@@ -95,6 +97,25 @@ def load_pcm(path: Path) -> np.ndarray:
     return audio
 
 
+def slot_near_ties(logits: np.ndarray) -> dict[str, np.ndarray]:
+    """Per timestamp slot: the argmax and runner-up class, their margin, the largest |logit|.
+
+    The near-tie rule's inputs (``onespeech_tools.near_ties``), per slot as each slot's
+    class is its own argmax.
+    """
+    wide = logits.astype(np.float64)
+    rows = np.arange(wide.shape[0])
+    first = wide.argmax(axis=-1)
+    rest = wide.copy()
+    rest[rows, first] = -np.inf
+    second = rest.argmax(axis=-1)
+    return {
+        "slot_top2_ids": np.stack([first, second], axis=-1).astype(np.int64),
+        "slot_margin": wide[rows, first] - wide[rows, second],
+        "slot_max_abs": np.abs(wide).max(axis=-1),
+    }
+
+
 def make_checkpoint(directory: Path, size: str) -> None:
     from onespeech_tools.checkpoints import make_checkpoint as generate
 
@@ -156,6 +177,7 @@ def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
         slots = ts_logits.argmax(axis=-1)
         top2 = np.sort(ts_logits, axis=-1)[:, -2:]
         margin = (top2[:, 1] - top2[:, 0]) / np.abs(ts_logits).max()
+        ties = slot_near_ties(ts_logits)
         np.savez(
             size_dir / f"{name}.npz",
             pcm=pcm,
@@ -166,6 +188,7 @@ def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
             timestamp_positions=positions.astype(np.int64),
             timestamp_logits=ts_logits.astype(np.float32),
             slots=slots.astype(np.int64),
+            **ties,
         )
         index.append({
             "name": name, "clip": clip, "language": tag, "reference_language": language,

@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE.parents[1]))  # tools/ (onespeech_tools) when not in
 from onespeech_tools.checkpoints import make_checkpoint  # noqa: E402
 from onespeech_tools.data import shared_data_or_skip  # noqa: E402
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: per-step top-2 ids, margin and max |score| of every greedy run
 SAMPLE_RATE = 16000
 TOP_K = 8
 
@@ -155,6 +155,40 @@ class WindowedEncoder:
             handle.remove()
 
 
+class StepScores:
+    """A logits processor that records, at every step, what greedy chose between.
+
+    It runs after generate's own processors (transformers appends the caller's), so
+    it sees the scores argmax sees: with ``min_new_tokens`` the end ids are already
+    -inf. Per step it keeps the top-2 ids, their margin (top1 - top2) and the largest
+    finite absolute score: the near-tie rule's inputs (``onespeech_tools.near_ties``).
+    It changes nothing.
+    """
+
+    def __init__(self) -> None:
+        self.top2: list[list[int]] = []
+        self.margin: list[float] = []
+        self.max_abs: list[float] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        row = scores[0].detach().double()
+        first = int(row.argmax())  # greedy's choice (the first index of an exact tie)
+        rest = row.clone()
+        rest[first] = -torch.inf
+        second = int(rest.argmax())
+        self.top2.append([first, second])
+        self.margin.append(float(row[first] - row[second]))
+        self.max_abs.append(float(row[torch.isfinite(row)].abs().max()))
+        return scores
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        return {
+            f"{prefix}step_top2_ids": np.asarray(self.top2, dtype=np.int64).reshape(-1, 2),
+            f"{prefix}step_margin": np.asarray(self.margin, dtype=np.float64),
+            f"{prefix}step_max_abs": np.asarray(self.max_abs, dtype=np.float64),
+        }
+
+
 class TeacherForcing:
     """A logits processor that records the model's argmax, then forces the given id.
 
@@ -192,19 +226,22 @@ def run_case(
     thinker = model.thinker
     eos_ids = [151645, 151643]
 
-    def generate(min_new_tokens: int | None) -> tuple[Recorder, list[int], float]:
+    def generate(min_new_tokens: int | None, scores: StepScores) -> tuple[Recorder, list[int], float]:
         recorder = Recorder(thinker)
         extra = {"min_new_tokens": min_new_tokens} if min_new_tokens else {}
         start = time.perf_counter()
         try:
             with torch.no_grad():
-                out = model.generate(**inputs, max_new_tokens=steps, **extra)
+                out = model.generate(**inputs, max_new_tokens=steps, logits_processor=[scores], **extra)
         finally:
             recorder.close()
         seconds = time.perf_counter() - start
-        return recorder, out.sequences[0, inputs["input_ids"].shape[1] :].tolist(), seconds
+        ids = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+        assert [pair[0] for pair in scores.top2] == ids, "greedy did not take the recorded top-1"
+        return recorder, ids, seconds
 
-    rec, tokens, seconds = generate(None)
+    scores = StepScores()
+    rec, tokens, seconds = generate(None, scores)
     logits = torch.stack(rec.step_logits[: len(tokens)])
     top = logits.topk(TOP_K, dim=-1)
     scale = logits.abs().amax(dim=-1)
@@ -219,6 +256,7 @@ def run_case(
         "tokens": np.asarray(tokens, dtype=np.int64),
         "step_top_ids": top.indices.numpy().astype(np.int64),
         "step_top_values": top.values.numpy().astype(np.float32),
+        **scores.arrays(""),
     }
     eos_step = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
     info = {
@@ -242,8 +280,10 @@ def run_case(
     }
     if len(tokens) < steps:
         # EOS came early: a second run with EOS masked until `steps` tokens exist
-        rec2, tokens2, _ = generate(steps)
+        scores_min_new = StepScores()
+        rec2, tokens2, _ = generate(steps, scores_min_new)
         arrays["tokens_min_new"] = np.asarray(tokens2, dtype=np.int64)
+        arrays.update(scores_min_new.arrays("min_new_"))
         info["tokens_min_new"] = tokens2
     if forced_ids:
         forcing = TeacherForcing(forced_ids)
@@ -254,10 +294,12 @@ def run_case(
         info["forced_agree"] = int(np.sum(arrays["forced_ids"] == arrays["forced_argmax"]))
     if windowed:
         window = WindowedEncoder(thinker.audio_tower)
+        scores_w = StepScores()
         try:
-            recw, tokens_w, seconds_w = generate(None)
+            recw, tokens_w, seconds_w = generate(None, scores_w)
         finally:
             window.close()
+        arrays.update(scores_w.arrays("windowed_"))
         arrays["windowed_encoder_output"] = recw.encoder[0].astype(np.float32)
         arrays["windowed_first_logits"] = recw.step_logits[0].numpy().astype(np.float32)
         arrays["windowed_tokens"] = np.asarray(tokens_w, dtype=np.int64)

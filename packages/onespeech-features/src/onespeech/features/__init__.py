@@ -7,11 +7,11 @@ Public API:
 - features: ``log_mel_spectrogram`` (at most 30 s); ``onespeech.features.mel.log_mel``
   is the alignment path (at most 300 s)
 - VAD: ``SileroVad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
-- chunks: ``plan_chunks``, ``Chunk``
+- chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``
 """
 
 from onespeech.features.audio import AudioFileSource, load_audio
-from onespeech.features.chunks import Chunk, plan_chunks
+from onespeech.features.chunks import Chunk, ChunkPlanner, plan_chunks
 from onespeech.features.errors import (
     AudioError,
     CorruptAudioError,
@@ -23,6 +23,9 @@ from onespeech.features.errors import (
     PcmShapeError,
     PcmTooLongError,
     PcmTooShortError,
+    SampleRateError,
+    SpoolLimitError,
+    TruncatedAudioError,
     UnreadableAudioError,
     VadModelError,
 )
@@ -40,6 +43,7 @@ __all__ = [
     "MAX_CHUNK_SAMPLES",
     "AudioFileSource",
     "Chunk",
+    "ChunkPlanner",
     "AudioError",
     "CorruptAudioError",
     "NoChannelsError",
@@ -50,9 +54,12 @@ __all__ = [
     "PcmShapeError",
     "PcmTooLongError",
     "PcmTooShortError",
+    "SampleRateError",
     "SileroVad",
     "SpeechRegion",
     "SpeechSegmenter",
+    "SpoolLimitError",
+    "TruncatedAudioError",
     "UnreadableAudioError",
     "VadModelError",
     "VadOptions",

@@ -11,12 +11,24 @@ is yielded.
 Non-seekable input (a pipe, stdin, an HTTP body) is spooled once to a temporary file,
 so the source can be replayed (file transcription replays it through a fresh VAD);
 the spool is deleted when the source closes.
+
+Limits, so that a small or hostile input cannot cause unbounded work:
+- input sample rates from 1000 Hz to 768 kHz (`SampleRateError` otherwise): a header
+  claiming 1 Hz turned 48 KB of WAV into 384 M samples; 1000 Hz bounds the upsampling
+  to 16x (8 kHz telephony and every real rate pass);
+- each decode step reads at most 4 Mi values (all channels) and produces at most
+  1 Mi output samples (65.5 s), whatever ``block_frames`` asks;
+- a WAV file whose ``data`` chunk declares more bytes than the file holds raises
+  `TruncatedAudioError` naming how much is missing (libsndfile decodes the part
+  present without a word; a truncated FLAC already failed to decode);
+- a non-seekable stream must look like audio in its first 64 KiB (else
+  `UnreadableAudioError` before the rest is copied) and is spooled up to
+  ``max_spool_bytes`` (2 GiB by default; `SpoolLimitError` beyond).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,12 +38,29 @@ import numpy as np
 import soundfile
 import soxr
 
-from onespeech.features.errors import CorruptAudioError, NoChannelsError, UnreadableAudioError
+from onespeech.features.errors import (
+    CorruptAudioError,
+    NoChannelsError,
+    SampleRateError,
+    SpoolLimitError,
+    TruncatedAudioError,
+    UnreadableAudioError,
+)
 from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.wav_header import wav_shortfall
 from onespeech.kernels.errors import ObjectClosedError
 
 DEFAULT_BLOCK_FRAMES = 1 << 16  # input frames read per block (~1.5 s at 44.1 kHz)
+MIN_INPUT_SAMPLE_RATE = 1000  # at most 16x upsampling to 16 kHz
+MAX_INPUT_SAMPLE_RATE = 768_000  # the highest rate in use (768 kHz PCM)
+MAX_BLOCK_VALUES = 1 << 22  # decoded float32 values per read, all channels: 16 MiB
+MAX_BLOCK_SAMPLES = 1 << 20  # 16 kHz output samples per block: 4 MiB, 65.5 s
+DEFAULT_MAX_SPOOL_BYTES = 2 << 30  # 2 GiB: ~3 h of 48 kHz stereo 16-bit WAV
+_RESAMPLER_SLACK = 1 << 14  # soxr HQ holds back far fewer output samples than this between steps
 _SPOOL_COPY_BYTES = 1 << 20
+_PROBE_BYTES = 64 << 10  # libsndfile recognises every format it reads from its first bytes
+_LOCATE_FRAMES = 1024  # step of the re-decode that locates damage
+_SF_ERR_UNRECOGNISED_FORMAT = 1  # libsndfile's public error code
 
 
 class AudioFileSource:
@@ -43,7 +72,10 @@ class AudioFileSource:
         A path, or an object with ``read`` (seekable or not). Non-seekable streams
         are copied once to a temporary spool file.
     block_frames : int
-        Input frames decoded per step; bounds memory whatever the file length.
+        Input frames decoded per step; bounds memory whatever the file length
+        (capped so a step decodes at most 4 Mi values and yields at most 1 Mi samples).
+    max_spool_bytes : int
+        The most bytes a non-seekable stream may spool (default 2 GiB).
 
     Iterating yields ``ndarray[float32], shape (n,)`` blocks (``n`` varies; the
     resampler holds back a few samples until the end). Each iteration starts again
@@ -58,13 +90,27 @@ class AudioFileSource:
         The data is not audio in a format the installed libsndfile decodes.
     NoChannelsError
         The file declares zero channels.
+    SampleRateError
+        The file declares a sample rate outside 1000..768000 Hz.
+    TruncatedAudioError
+        A WAV header declares more audio than the file holds (names how much is missing).
+    SpoolLimitError
+        A non-seekable stream is longer than ``max_spool_bytes``.
     CorruptAudioError
-        Decoding failed part way (names the input frame where it failed).
+        Decoding failed part way (names the input frame and time where it failed).
     """
 
-    def __init__(self, source: str | os.PathLike[str] | BinaryIO, *, block_frames: int = DEFAULT_BLOCK_FRAMES):
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | BinaryIO,
+        *,
+        block_frames: int = DEFAULT_BLOCK_FRAMES,
+        max_spool_bytes: int = DEFAULT_MAX_SPOOL_BYTES,
+    ):
         if block_frames < 1:
             raise ValueError(f"block_frames={block_frames}; it must be at least 1")
+        if max_spool_bytes < 1:
+            raise ValueError(f"max_spool_bytes={max_spool_bytes}; it must be at least 1")
         self._block_frames = block_frames
         self._closed = False
         self._spool: Path | None = None
@@ -81,19 +127,39 @@ class AudioFileSource:
                 self._stream = source
                 self._stream_start = source.tell()
             else:
-                self._spool = _spool(source)
+                self._spool = _spool(source, self.name, max_spool_bytes)
                 self._path = str(self._spool)
         try:
             info = self._open()
+            with info:
+                self.input_sample_rate: int = info.samplerate
+                self.channels: int = info.channels
+                self.input_frames: int = info.frames
+                self.format: str = f"{info.format}/{info.subtype}"
+            self._check_header()
         except BaseException:
             self.close()
             raise
-        with info:
-            self.input_sample_rate: int = info.samplerate
-            self.channels: int = info.channels
-            self.input_frames: int = info.frames
-            self.format: str = f"{info.format}/{info.subtype}"
         self.position = 0  # 16 kHz samples yielded so far by the current iteration
+
+    def _check_header(self) -> None:
+        rate = self.input_sample_rate
+        if not MIN_INPUT_SAMPLE_RATE <= rate <= MAX_INPUT_SAMPLE_RATE:
+            raise SampleRateError(
+                self.name, f"the header declares a sample rate of {rate} Hz; audio from {MIN_INPUT_SAMPLE_RATE} "
+                f"to {MAX_INPUT_SAMPLE_RATE} Hz is accepted (a damaged or hostile header otherwise turns a "
+                "small file into unbounded work)"
+            )
+        if self._stream is not None:
+            start = self._stream_start
+            size = self._stream.seek(0, os.SEEK_END) - start
+            shortfall = wav_shortfall(self._stream, start, size)
+        else:
+            assert self._path is not None
+            with open(self._path, "rb") as handle:
+                shortfall = wav_shortfall(handle, 0, os.fstat(handle.fileno()).st_size)
+        if shortfall is not None:
+            raise TruncatedAudioError(self.name, shortfall.declared_frames, shortfall.present_frames, rate)
 
     @property
     def spool_path(self) -> Path | None:
@@ -116,13 +182,12 @@ class AudioFileSource:
             if sound.samplerate != SAMPLE_RATE:
                 resampler = soxr.ResampleStream(sound.samplerate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
             read_frames = 0
+            step = self._read_frames()
             while True:
                 try:
-                    frames = sound.read(self._block_frames, dtype="float32", always_2d=True)
+                    frames = sound.read(step, dtype="float32", always_2d=True)
                 except soundfile.LibsndfileError as error:
-                    raise CorruptAudioError(
-                        self.name, f"decoding failed after input frame {read_frames}: {error.error_string}"
-                    ) from error
+                    raise self._corrupt(read_frames, error) from error
                 read_frames += frames.shape[0]
                 last = frames.shape[0] == 0
                 mono = frames.mean(axis=1, dtype=np.float32) if frames.shape[0] else frames[:, 0]
@@ -133,6 +198,41 @@ class AudioFileSource:
                     yield block
                 if last:
                     return
+
+    def _read_frames(self) -> int:
+        """Input frames per decode step: ``block_frames``, capped by the block bounds (module doc)."""
+        by_values = MAX_BLOCK_VALUES // self.channels
+        by_output = (MAX_BLOCK_SAMPLES - _RESAMPLER_SLACK) * self.input_sample_rate // SAMPLE_RATE
+        return max(1, min(self._block_frames, by_values, by_output))
+
+    def _corrupt(self, block_start: int, error: soundfile.LibsndfileError) -> CorruptAudioError:
+        """The decode error, located to within `_LOCATE_FRAMES` input frames.
+
+        A step decodes up to `_read_frames` frames, so the failing step alone says little
+        (every error in a short file was "after input frame 0"). Only on failure, the file
+        is decoded again in small steps up to the damage.
+        """
+        good = self._decodable_frames()
+        rate = self.input_sample_rate
+        return CorruptAudioError(
+            self.name,
+            f"decoding failed between input frames {good} and {good + _LOCATE_FRAMES} ({good / rate:.3f} s "
+            f"into the audio, of {self.input_frames} frames declared): {error.error_string}",
+        )
+
+    def _decodable_frames(self) -> int:
+        """Frames that decode, in steps of `_LOCATE_FRAMES`, before the first error."""
+        decoded = 0
+        try:
+            with self._open() as sound:
+                while True:
+                    got = sound.read(_LOCATE_FRAMES, dtype="float32", always_2d=True).shape[0]
+                    if got == 0:
+                        break
+                    decoded += got
+        except soundfile.LibsndfileError:
+            pass  # the damage: ``decoded`` frames came before it
+        return decoded
 
     def read_all(self) -> np.ndarray:
         """The whole audio as one 16 kHz mono float32 array."""
@@ -219,13 +319,68 @@ def _is_seekable(stream: BinaryIO) -> bool:
         return False
 
 
-def _spool(stream: BinaryIO) -> Path:
-    """Copy a non-seekable stream to a temporary file and return its path."""
+def _spool(stream: BinaryIO, name: str, max_bytes: int) -> Path:
+    """Copy a non-seekable stream to a temporary file and return its path.
+
+    The first `_PROBE_BYTES` are checked before the rest is copied: data libsndfile
+    does not recognise as any format is refused at once. At most ``max_bytes`` are copied.
+    """
     handle = tempfile.NamedTemporaryFile(prefix="onespeech-spool-", suffix=".audio", delete=False)
+    path = Path(handle.name)
     try:
         with handle:
-            shutil.copyfileobj(stream, handle, _SPOOL_COPY_BYTES)
+            head = _read_up_to(stream, _PROBE_BYTES)
+            handle.write(head)
+            handle.flush()
+            _refuse_unrecognised(path, name)
+            copied = len(head)
+            while copied <= max_bytes:
+                data = stream.read(min(_SPOOL_COPY_BYTES, max_bytes + 1 - copied))
+                if not data:
+                    break
+                handle.write(data)
+                copied += len(data)
+            if copied > max_bytes:
+                raise SpoolLimitError(
+                    name, f"the stream is longer than max_spool_bytes={max_bytes} bytes, the most a non-seekable "
+                    "input is copied to a temporary file; pass a path or a seekable file, or raise max_spool_bytes"
+                )
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
         raise
-    return Path(handle.name)
+    return path
+
+
+def _read_up_to(stream: BinaryIO, size: int) -> bytes:
+    """Up to ``size`` bytes, fewer only at the end of the stream (pipes return short reads)."""
+    parts, got = [], 0
+    while got < size:
+        data = stream.read(size - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+def _refuse_unrecognised(path: Path, name: str) -> None:
+    """Raise UnreadableAudioError if libsndfile recognises no format in the spool's first bytes.
+
+    Only "format not recognised" is final at this point (libsndfile tells formats
+    apart by their first bytes); any other error, such as a header cut short by the
+    probe, is left to the open of the whole spool.
+    """
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    # MP3 is left to the full open: its ID3 tag (cover art) may outrun the probe, and
+    # libmpg123 warns on stderr about a stream cut short
+    if magic[:3] == b"ID3" or (len(magic) > 1 and magic[0] == 0xFF and magic[1] & 0xE0 == 0xE0):
+        return
+    try:
+        soundfile.SoundFile(str(path)).close()
+    except soundfile.LibsndfileError as error:
+        if error.code == _SF_ERR_UNRECOGNISED_FORMAT:
+            raise UnreadableAudioError(
+                name, f"the first {path.stat().st_size} bytes of the stream are not an audio format the installed "
+                f"libsndfile {soundfile.__libsndfile_version__} decodes (nothing more was read)"
+            ) from error

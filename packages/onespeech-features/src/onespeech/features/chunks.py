@@ -70,28 +70,73 @@ def plan_chunks(
     list of Chunk
         In source order, non-overlapping, each at most ``max_samples`` long.
     """
-    if max_samples < 2 * _MIN_REST:
-        raise ValueError(f"max_samples={max_samples} is below {2 * _MIN_REST} (2 s)")
     if pcm is not None and np.asarray(pcm).shape != (n_samples,):
         raise ValueError(f"pcm has shape {np.asarray(pcm).shape}; expected ({n_samples},) to match n_samples")
     _check_regions(regions, n_samples)
+    planner = ChunkPlanner(max_samples)
     chunks: list[Chunk] = []
-    start = end = None
     for region in regions:
-        for piece_start, piece_end in _split_long(region, pcm, max_samples):
-            if start is not None and piece_end - start <= max_samples:
-                end = piece_end  # extend the open chunk across the silence
+        chunks.extend(planner.add(region, pcm))
+    return chunks + planner.finish()
+
+
+class ChunkPlanner:
+    """:func:`plan_chunks` over a stream: regions go in as the VAD releases them.
+
+    ``add`` returns the chunks that no later region can extend; ``finish`` the last
+    one. The chunks are exactly those of ``plan_chunks`` over all the regions.
+    ``open_start`` is the first sample of the chunk still open (None if none): a
+    streaming caller must keep the audio from there on.
+    """
+
+    def __init__(self, max_samples: int = MAX_CHUNK_SAMPLES) -> None:
+        if max_samples < 2 * _MIN_REST:
+            raise ValueError(f"max_samples={max_samples} is below {2 * _MIN_REST} (2 s)")
+        self.max_samples = max_samples
+        self._start: int | None = None
+        self._end = 0
+        self._previous_end = 0
+
+    @property
+    def open_start(self) -> int | None:
+        return self._start
+
+    def add(self, region: SpeechRegion, pcm: np.ndarray | None = None, pcm_offset: int = 0) -> list[Chunk]:
+        """Add the next region; return the chunks it closes.
+
+        ``pcm`` holds samples ``pcm_offset`` onwards of the source and must cover the
+        region; it is read only when the region is longer than ``max_samples``.
+        """
+        if not 0 <= region.start < region.end or region.start < self._previous_end:
+            raise ValueError(f"region ({region.start}, {region.end}) is empty or starts before the previous "
+                             f"region ends ({self._previous_end}); regions must be sorted and non-overlapping")
+        self._previous_end = region.end
+        closed = []
+        for piece_start, piece_end in _split_long(region, pcm, self.max_samples, pcm_offset):
+            if self._start is not None and piece_end - self._start <= self.max_samples:
+                self._end = piece_end  # extend the open chunk across the silence
                 continue
-            if start is not None:
-                chunks.append(Chunk(start, end))  # type: ignore[arg-type]
-            start, end = piece_start, piece_end
-    if start is not None:
-        chunks.append(Chunk(start, end))  # type: ignore[arg-type]
-    return chunks
+            if self._start is not None:
+                closed.append(Chunk(self._start, self._end))
+            self._start, self._end = piece_start, piece_end
+        return closed
+
+    def finish(self) -> list[Chunk]:
+        """Close the open chunk (if any)."""
+        if self._start is None:
+            return []
+        chunk = Chunk(self._start, self._end)
+        self._start = None
+        return [chunk]
 
 
-def _split_long(region: SpeechRegion, pcm: np.ndarray | None, max_samples: int) -> list[tuple[int, int]]:
-    """Cut a region into pieces of at most ``max_samples`` at its quietest points."""
+def _split_long(
+    region: SpeechRegion, pcm: np.ndarray | None, max_samples: int, offset: int = 0
+) -> list[tuple[int, int]]:
+    """Cut a region into pieces of at most ``max_samples`` at its quietest points.
+
+    ``pcm[i]`` is source sample ``offset + i``.
+    """
     pieces = []
     start, end = region.start, region.end
     if pcm is None and end - start > max_samples:
@@ -101,7 +146,7 @@ def _split_long(region: SpeechRegion, pcm: np.ndarray | None, max_samples: int) 
     while end - start > max_samples:
         high = min(start + max_samples, end - _MIN_REST)
         low = max(start + _MIN_REST, high - _SEARCH)
-        cut = _quietest_point(pcm, low, high)  # type: ignore[arg-type]
+        cut = offset + _quietest_point(pcm, low - offset, high - offset)  # type: ignore[arg-type]
         pieces.append((start, cut))
         start = cut
     pieces.append((start, end))

@@ -84,6 +84,36 @@ class CorruptAudioError(AudioError):
     """The file opened but its sample data could not be decoded."""
 
 
+class TruncatedAudioError(CorruptAudioError):
+    """The header declares more audio than the file holds (a file cut short).
+
+    ``declared_frames`` and ``present_frames`` are input frames (per channel).
+    """
+
+    def __init__(self, path: str, declared_frames: int, present_frames: int, sample_rate: int) -> None:
+        self.declared_frames = declared_frames
+        self.present_frames = present_frames
+        self.sample_rate = sample_rate
+        missing = declared_frames - present_frames
+        super().__init__(
+            path,
+            f"the header declares {declared_frames} frames ({declared_frames / sample_rate:.3f} s) but the file "
+            f"ends after {present_frames} ({present_frames / sample_rate:.3f} s): {missing} frames "
+            f"({missing / sample_rate:.3f} s) are missing; the file was cut short, copy or export it again",
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.declared_frames, self.present_frames, self.sample_rate))
+
+
+class SampleRateError(AudioError):
+    """The file declares a sample rate outside the range the decoder accepts."""
+
+
+class SpoolLimitError(AudioError):
+    """A non-seekable stream is longer than the spool limit (``max_spool_bytes``)."""
+
+
 class OnnxFormatError(ValueError):
     """Bytes that are not a well-formed ONNX protobuf message."""
 

@@ -108,6 +108,19 @@ class SpeechSegmenter:
         self._temp_end = 0  # first silent window of the current silence run (0: none)
         self._pending: list[_Pending] = []  # closed regions not yet returned
 
+    @property
+    def horizon(self) -> int:
+        """No region returned from now on starts before this sample.
+
+        A caller that keeps the audio from here on (and any open chunk) holds every
+        sample a later region can cover, so streamed audio can be dropped up to it.
+        """
+        if self._pending:
+            return self._pending[0].start  # later moves of a padded start only go forward
+        if self._triggered:
+            return max(0, self._start - self._pad)
+        return max(0, WINDOW_SAMPLES * self._window - self._pad)
+
     def feed(self, probabilities: Iterable[float]) -> list[SpeechRegion]:
         """Consume window probabilities; return the regions that are now final.
 

@@ -21,6 +21,8 @@ import numpy as np
 
 from onespeech.features.errors import VadModelError
 from onespeech.features.onnx_reader import Graph, Node, OnnxFormatError, parse_graph, read_model
+from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.segments import WINDOW_SAMPLES
 from onespeech.kernels.tensorfile import write_tensor_file
 
 RUNTIME_FORMAT = "onespeech-silero-vad-16k"
@@ -107,8 +109,8 @@ def convert_silero_onnx(onnx_path: str | os.PathLike[str], out_path: str | os.Pa
         "version": RUNTIME_VERSION,
         "source_file": onnx_path.name,
         "source_sha256": sha256_of(onnx_path),
-        "sample_rate": 16000,
-        "window_samples": 512,
+        "sample_rate": SAMPLE_RATE,
+        "window_samples": WINDOW_SAMPLES,
         "context_samples": 64,
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from typing import Any
 from .errors import (
     ConversionInProgressError,
     DownloadError,
+    JsonNestingError,
     ModelIntegrityError,
     ObjectClosedError,
     OfflineModeError,
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConversionInProgressError",
     "DownloadError",
+    "JsonNestingError",
     "ModelIntegrityError",
     "ObjectClosedError",
     "OfflineModeError",
@@ -66,7 +68,7 @@ def info() -> dict[str, Any]:
     from .threads import get_threads
 
     k = ops._kernels
-    relevant = {f for need in cpu.VARIANTS.values() for f in need} | {"AVX512_BF16"}
+    relevant = {f for need in cpu.VARIANTS.values() for f in need}
     return {
         "variant": k.VARIANT if k is not None else "numpy",
         "openmp": bool(k.OPENMP) if k is not None else False,

@@ -57,7 +57,18 @@ cdef extern from "_gemm_impl.h" nogil:
     void os_gemm_f32_nt(const float *x, const float *w, const float *bias, float *y,
                         os_idx N, os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1, os_idx kc)
 
+cdef extern from "_bf16dp_impl.h" nogil:
+    int OS_BF16DP_NATIVE
+    int OS_DP_STEP
+    void os_gemm_bf16dp(const unsigned short *x, os_idx ldx, const unsigned short *w, const float *bias,
+                        float *y, os_idx N, os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1)
+    void os_gemm_bf16dp_portable(const unsigned short *x, os_idx ldx, const unsigned short *w,
+                                 const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
+                                 os_idx n0, os_idx n1)
+
 VARIANT = OS_VARIANT.decode()
+# gemm_bf16dp runs AVX512_BF16's VDPBF16PS (else the portable definition of its arithmetic)
+BF16DP_NATIVE = bool(OS_BF16DP_NATIVE)
 GEMM_TILE = (OS_GM_MR, OS_GM_NR)
 LANES = OS_LANES
 OPENMP = bool(OS_OPENMP)
@@ -322,6 +333,61 @@ def gemm_f32(const float[:, ::1] x,    # IN  (M, K)
         n0 = (t // n_mb) * nb
         os_gemm_f32_nt(&x[0, 0], &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
                        n0, min(N, n0 + nb), kc)
+
+
+def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value
+                const unsigned short[:, ::1] w,  # IN  (N, K) bfloat16 bits
+                const float[::1] bias,           # IN  (N,) or None
+                float[:, ::1] y,                 # OUT (M, N)
+                Py_ssize_t mb,                   # x rows per task
+                Py_ssize_t nb,                   # w rows per task
+                int n_threads,
+                bint portable=False):
+    """y = x @ w.T + bias in VDPBF16PS's arithmetic (_bf16dp_impl.h), x and w bfloat16 values.
+
+    x is packed to bfloat16 bits first (rows zero-padded to whole 32-value
+    steps). Returns False, leaving y untouched, when some value of x is not a
+    bfloat16 value (its low 16 bits are not zero): the products would not be
+    exact and the caller must take a float32 path. ``portable`` runs the
+    portable definition even in a build with the instruction (tests compare the two).
+    """
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx ldx = _round_up(K, OS_DP_STEP), t, m, k, n_mb, n_nb, m0, n0
+    cdef const unsigned int *xb = <const unsigned int *>&x[0, 0] if M > 0 and K > 0 else NULL
+    cdef unsigned short *xp
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef unsigned int bits
+    cdef int inexact = 0
+    if M == 0 or N == 0:
+        return True
+    xp = <unsigned short *>malloc(max(1, M * ldx) * sizeof(unsigned short))
+    if xp == NULL:
+        raise MemoryError()
+    try:
+        for m in prange(M, nogil=True, schedule="static", num_threads=_threads_for(M, n_threads)):
+            for k in range(K):
+                bits = xb[m * K + k]
+                inexact |= (bits & 0xFFFF) != 0
+                xp[m * ldx + k] = <unsigned short>(bits >> 16)
+            for k in range(K, ldx):
+                xp[m * ldx + k] = 0
+        if inexact:
+            return False
+        mb, nb = _round_up(mb, 4), _round_up(nb, 3)
+        n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
+        for t in prange(n_mb * n_nb, nogil=True, schedule="dynamic",
+                        num_threads=_threads_for(n_mb * n_nb, n_threads)):
+            m0 = (t % n_mb) * mb
+            n0 = (t // n_mb) * nb
+            if portable:
+                os_gemm_bf16dp_portable(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
+                                        n0, min(N, n0 + nb))
+            else:
+                os_gemm_bf16dp(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
+                               n0, min(N, n0 + nb))
+    finally:
+        free(xp)
+    return True
 
 
 def stream_sum(const float[::1] a,  # IN

@@ -20,7 +20,11 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define OS_LANES 16
+#if defined(__AVX512BF16__)
+#define OS_VARIANT "avx512bf16" /* avx512 plus VDPBF16PS for the bf16 GEMM (_bf16dp_impl.h) */
+#else
 #define OS_VARIANT "avx512"
+#endif
 #elif defined(__AVX2__) && defined(__FMA__)
 #define OS_LANES 8
 #define OS_VARIANT "avx2"

@@ -19,12 +19,14 @@ __all__ = ["ENV_VAR", "VARIANTS", "cpu_features", "load_variant", "select_varian
 ENV_VAR = "ONESPEECH_KERNELS"
 # best first; each needs every listed feature (numpy's names)
 VARIANTS: dict[str, tuple[str, ...]] = {
+    # avx512 plus VDPBF16PS, which only the bf16 x bf16 GEMM (`gemm_bf16dp`) uses
+    "avx512bf16": ("AVX512BF16", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
     "avx512": ("AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
     "avx2": ("AVX2", "FMA3", "F16C"),
     "generic": (),
 }
 _CPUINFO_NAMES = {"avx512f": "AVX512F", "avx512bw": "AVX512BW", "avx512vl": "AVX512VL", "avx2": "AVX2",
-                  "fma": "FMA3", "f16c": "F16C", "avx512_bf16": "AVX512_BF16"}
+                  "fma": "FMA3", "f16c": "F16C", "avx512_bf16": "AVX512BF16"}
 
 
 @cache

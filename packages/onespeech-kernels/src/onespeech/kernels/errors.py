@@ -10,11 +10,13 @@ keep working), and a file in our tensor format that fails validation
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 
 __all__ = [
     "ConversionInProgressError",
     "DownloadError",
+    "JsonNestingError",
     "ModelIntegrityError",
     "ObjectClosedError",
     "OfflineModeError",
@@ -103,3 +105,21 @@ class OfflineModeError(FileNotFoundError):
 
 class UnsafeFileNameError(ValueError):
     """A file name (from a catalog, a remote index or a manifest) could escape its directory."""
+
+
+class JsonNestingError(json.JSONDecodeError):
+    """JSON whose arrays/objects nest deeper than the parser can follow.
+
+    A ``json.JSONDecodeError`` (so a ``ValueError``), so every reader of a model
+    file turns it into its own typed error naming the file, as for any other
+    malformed JSON; ``pos`` is where the nesting first went that deep.
+    """
+
+    def __init__(self, doc: str, pos: int, depth: int) -> None:
+        self.depth = depth
+        super().__init__(f"arrays/objects are nested {depth} levels deep at this point, deeper than the JSON "
+                         "parser follows "
+                         "(model files nest fewer than 10)", doc, pos)
+
+    def __reduce__(self):
+        return (type(self), (self.doc, self.pos, self.depth))

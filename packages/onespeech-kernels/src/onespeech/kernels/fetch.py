@@ -313,7 +313,7 @@ def fetch_files(
         raise OfflineModeError(
             f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and {directory} lacks "
             f"{len(missing)} file(s) of {repo_id}@{revision}: {', '.join(missing)}; "
-            "fetch them while online (onespeech-convert qwen-fetch) or copy them there"
+            "load the model once while online (it fetches them) or copy them there"
         )
     present = {name: pin for name, pin in files.items() if name not in missing}
     verify_files(directory, present, digests="once", what="publisher file")

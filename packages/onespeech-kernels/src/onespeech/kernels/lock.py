@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from onespeech.kernels.errors import ConversionInProgressError
+from onespeech.kernels.jsonfile import loads_json
 
 try:  # POSIX
     import fcntl
@@ -53,7 +54,7 @@ class LockHolder:
 def read_holder(path: Path) -> LockHolder | None:
     """The holder recorded in lock file ``path``, or None if absent or unreadable."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = loads_json(Path(path).read_text(encoding="utf-8"))
         return LockHolder(int(data["pid"]), str(data["host"]), float(data["started"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -250,7 +250,8 @@ def linear(
             y = np.empty((m, n), np.float32)
             _kernels.linear_bf16(x2, w, bias, y, get_threads(), round_to_bf16)
         else:
-            y = _rounded(_linear_bf16_blocked(x2, w, bias), round_to_bf16)
+            dot = _linear_bf16_dot(x2, w, bias)
+            y = _rounded(dot if dot is not None else _linear_bf16_blocked(x2, w, bias), round_to_bf16)
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
         _kernels.linear_f32(x2, w, bias, y, get_threads(), round_to_bf16)
@@ -314,18 +315,39 @@ def _gemm_wins(m: int, n: int, k: int) -> bool:
 def _gemm_plan(m: int, n: int, k: int, threads: int) -> tuple[int, int, int]:
     """(x rows, w rows, K block) per task of `gemm_f32`: bands of w that fit L2, the same count per thread."""
     kc = _GEMM_KC
-    band_rows = max(1, _GEMM_BAND_BYTES // (4 * min(kc, max(1, k))))
+    return (*_gemm_tasks(m, n, 4 * min(kc, max(1, k)), threads), kc)
+
+
+def _gemm_tasks(m: int, n: int, row_bytes: int, threads: int) -> tuple[int, int]:
+    """(x rows, w rows) per task: bands of w rows (``row_bytes`` each) that fit L2, the same count per thread."""
+    band_rows = max(1, _GEMM_BAND_BYTES // max(1, row_bytes))
     n_bands = -(-n // band_rows)
     if n_bands > 1:
         # equal bands, a multiple of the thread count (no thread waits on a last band)
         n_bands = -(-n_bands // threads) * threads
     m_blocks = -(-threads // n_bands) if n_bands < threads else 1
-    return -(-m // m_blocks), -(-n // n_bands), kc
+    return -(-m // m_blocks), -(-n // n_bands)
 
 
 def _f32(a: np.ndarray) -> np.ndarray:
     """float32 view of a float32 / bf16 vector (small: biases, norm weights)."""
     return _ref.bf16_to_f32(a) if a.dtype == np.uint16 else a
+
+
+def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """x2 @ w.T by VDPBF16PS (`gemm_bf16dp`) where this CPU has it and x2 holds bfloat16 values, else None.
+
+    BF16 precision rounds activations to bfloat16 at operator boundaries, so
+    x2 is usually such; then every product is exact, as in the float32 paths,
+    and only the summation order differs.
+    """
+    if not getattr(_kernels, "BF16DP_NATIVE", False):
+        return None
+    y = np.empty((x2.shape[0], w.shape[0]), np.float32)
+    nt = get_threads()
+    if not _kernels.gemm_bf16dp(x2, w, bias, y, *_gemm_tasks(*y.shape, 2 * w.shape[1], nt), nt):
+        return None
+    return y
 
 
 def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from onespeech.kernels.errors import ModelIntegrityError, UnsafeFileNameError
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import pid_alive
 
 MANIFEST_NAME = "manifest.json"
@@ -188,7 +189,7 @@ def _stat_key(path: Path) -> list[int]:
 
 def _read_stamps(directory: Path) -> dict[str, Any]:
     try:
-        data = json.loads((directory / STAMP_NAME).read_text(encoding="utf-8"))
+        data = loads_json((directory / STAMP_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -311,7 +312,7 @@ def read_manifest(directory: str | os.PathLike[str], *, name: str = MANIFEST_NAM
     path = safe_join(directory, name)
     text = path.read_text(encoding="utf-8")
     try:
-        data = json.loads(text)
+        data = loads_json(text)
         if data.get("format") != MANIFEST_FORMAT or data.get("version") != MANIFEST_VERSION:
             raise ValueError(f"format/version {data.get('format')!r}/{data.get('version')!r}")
         files = {

@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from .errors import TensorFileError
+from .jsonfile import loads_json
 
 __all__ = ["ALIGNMENT", "FORMAT_VERSION", "MAGIC", "TensorFile", "read_tensor_file", "write_tensor_file"]
 
@@ -175,7 +176,7 @@ def _parse_index(path: Path, raw: bytes, data_start: int, file_size: int) -> tup
         return TensorFileError(path, why)
 
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = loads_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise bad(f"the tensor index is not valid JSON ({e})") from e
     if not isinstance(doc, dict) or not isinstance(doc.get("tensors"), list):

@@ -19,6 +19,13 @@ at once. Measured on 2 cores with numpy imported first: 10 s encoder 1.3-1.8 s
 -> 0.8-1.0 s. Results do not change: the pool's size and split are the same.
 This happens once, on the first call, which should not overlap a numpy product
 running in another thread (OpenBLAS's own fork handler makes the same call).
+
+The rule for every thread count (a ``threads`` option, ``set_threads``,
+``OMP_NUM_THREADS``): an int >= 1, clamped to the CPUs this process may run on
+(`available_cpus`). More threads than CPUs only adds contention, and an absurd
+count (1000) made libgomp start ~1000 OS threads and exit the whole process
+when the OS refused one. The count in effect is what `set_threads` returns and
+`get_threads` reads.
 """
 
 from __future__ import annotations
@@ -30,32 +37,41 @@ from contextlib import contextmanager
 
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["check_threads", "default_threads", "get_threads", "set_threads", "thread_limit"]
+__all__ = ["available_cpus", "check_threads", "default_threads", "get_threads", "set_threads", "thread_limit"]
 
 _controller: ThreadpoolController | None = None
 _threads: int | None = None
 OPENBLAS_SPIN_TIMEOUT = "4"  # OPENBLAS_THREAD_TIMEOUT: 2^4 cycles of busy-waiting, then sleep
 
 
-def default_threads() -> int:
-    """The thread count used when none is given.
+def available_cpus() -> int:
+    """The CPUs this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``).
 
-    ``OMP_NUM_THREADS`` if set to a positive integer, else the CPUs this process
-    may run on (``os.sched_getaffinity``), else ``os.cpu_count()``.
+    Every thread count is clamped to this number (module doc).
     """
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
 
 
+def default_threads() -> int:
+    """The thread count used when none is given.
+
+    ``OMP_NUM_THREADS`` if set to a positive integer, else the CPUs this process
+    may run on; at most `available_cpus()` either way.
+    """
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), available_cpus())
+    return available_cpus()
+
+
 def check_threads(n: object) -> int:
     """Return ``n`` if it is a valid thread count (an int >= 1), else raise.
 
-    Every ``threads`` option is checked here (None, the default, is handled by the caller).
+    Every ``threads`` option is checked here (None, the default, is handled by the
+    caller). A count above `available_cpus()` is valid; `set_threads` clamps it.
 
     Raises
     ------
@@ -111,7 +127,8 @@ def set_threads(n: int | None) -> int:
     Parameters
     ----------
     n : int or None
-        Threads, >= 1; None means `default_threads()`.
+        Threads, >= 1; None means `default_threads()`. A count above
+        `available_cpus()` is clamped to it.
 
     Returns
     -------
@@ -119,7 +136,7 @@ def set_threads(n: int | None) -> int:
         The thread count now in effect.
     """
     global _threads
-    value = default_threads() if n is None else check_threads(n)
+    value = default_threads() if n is None else min(check_threads(n), available_cpus())
     _blas().limit(limits=value, user_api="blas")
     _threads = value
     return value

@@ -26,7 +26,6 @@ Schema ``onespeech-catalog/1``::
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Set as AbstractSet
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.store import FileDigest, UnsafeFileNameError, check_relative_name, check_repo_id
 
 SCHEMA = "onespeech-catalog/1"
@@ -306,7 +306,7 @@ def load_entry(path: str | os.PathLike[str]) -> CatalogEntry:
     """Read and validate one catalog file."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_text(encoding="utf-8"))
     except ValueError as e:
         raise CatalogError(f"catalog {path}: not valid JSON ({e})") from e
     return entry_from_data(data, str(path), path)

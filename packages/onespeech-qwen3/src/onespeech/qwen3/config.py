@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.qwen3.errors import ConfigError
 
 __all__ = [
@@ -308,7 +309,7 @@ def _eos_ids(generation: dict[str, Any] | None, source: str, vocab_size: int) ->
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"{path} is missing") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

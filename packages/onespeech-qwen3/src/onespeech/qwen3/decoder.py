@@ -266,13 +266,23 @@ class Qwen3Decoder:
 
     # -- greedy generation ---------------------------------------------------------------
 
-    def teacher_forced(self, embeds: np.ndarray, forced_ids: Sequence[int], cancel: Cancel = None) -> list[int]:
+    def teacher_forced(
+        self,
+        embeds: np.ndarray,
+        forced_ids: Sequence[int],
+        cancel: Cancel = None,
+        *,
+        eos_ids: Iterable[int] = (),
+        min_new_tokens: int = 0,
+    ) -> list[int]:
         """The argmax after the prompt and after each prefix of ``forced_ids``.
 
         Runs exactly as :meth:`generate` (prefill, then one cached step per id) but
         feeds ``forced_ids`` instead of its own choices, so element ``t`` of the
         result is this model's next id after ``prompt + forced_ids[:t]``. Parity
         tools count per-step agreement with another model's greedy ids this way.
+        ``eos_ids`` are masked out of the first ``min_new_tokens`` choices, as in
+        :meth:`generate`.
 
         Returns
         -------
@@ -281,13 +291,19 @@ class Qwen3Decoder:
         forced = [int(t) for t in forced_ids]
         if not forced:
             return []
+        eos_rows = np.array(sorted(set(int(i) for i in eos_ids)), dtype=np.int64)
         cache = self.cache_for(embeds.shape[0] + len(forced))
         hidden = self.forward(embeds, cache, cancel)
-        choices = [ops.argmax(self.logits(hidden[-1]))]
-        for token in forced[:-1]:
+        choices: list[int] = []
+        for token in forced:
+            logits = self.logits(hidden[-1])
+            if len(choices) < min_new_tokens and eos_rows.size:
+                logits[eos_rows] = -np.inf
+            choices.append(ops.argmax(logits))
+            if len(choices) == len(forced):
+                return choices
             raise_if_cancelled(cancel)
             hidden = self.forward(self.embed(np.array([token])), cache, cancel)
-            choices.append(ops.argmax(self.logits(hidden[-1])))
         return choices
 
     def generate(

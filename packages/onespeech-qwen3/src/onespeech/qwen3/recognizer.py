@@ -40,7 +40,7 @@ from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
 from onespeech.qwen3.runtime import RuntimeModel
 from onespeech.qwen3.transcript import Segment, Transcript, Word
-from onespeech.qwen3.units import CHARACTER_LANGUAGES, written_units
+from onespeech.qwen3.units import join_texts, written_units
 from onespeech.tokenizer import Qwen3Tokenizer
 
 if TYPE_CHECKING:
@@ -300,8 +300,9 @@ class Qwen3Recognizer:
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
         With ``forced_ids`` the decoder is teacher-forced (``Qwen3Decoder.teacher_forced``):
-        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``,
-        ``finished`` is False and no first logits are kept.
+        ``generation.ids`` are then its argmax after each prefix of ``forced_ids``
+        (end ids masked from the first ``min_new_tokens``), ``finished`` is False and
+        no first logits are kept.
         """
         check_cancel(cancel)
         with self._lock:
@@ -315,7 +316,9 @@ class Qwen3Recognizer:
             # audio-token embedding substitution at the audio pad positions
             embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
             if forced_ids is not None:
-                choices = self.decoder.teacher_forced(embeds, forced_ids, cancel)
+                choices = self.decoder.teacher_forced(
+                    embeds, forced_ids, cancel, eos_ids=self.config.eos_token_ids, min_new_tokens=min_new_tokens
+                )
                 return ChunkRecognition(mel, audio_embeds, prompt, Generation(choices, False))
             generation = self.decoder.generate(
                 embeds,
@@ -395,16 +398,11 @@ def _document(segments: list[Segment], languages: Languages) -> Transcript:
     """Join chunk segments into the transcript (text, language covering most time, words)."""
     if not segments:
         return Transcript.empty()
-    parts: list[str] = []
-    for i, seg in enumerate(segments):
-        # languages written without spaces join their chunks without one
-        if i and not (seg.language in CHARACTER_LANGUAGES and segments[i - 1].language in CHARACTER_LANGUAGES):
-            parts.append(" ")
-        parts.append(seg.text)
     duration: dict[str, float] = {}
     for seg in segments:
         if seg.language:
             duration[seg.language] = duration.get(seg.language, 0.0) + (seg.end or 0.0) - (seg.start or 0.0)
     language = max(duration, key=lambda k: duration[k]) if duration else None  # first wins ties
     words = [Word(u.text) for seg in segments for u in written_units(seg.text, seg.language)]
-    return Transcript(text="".join(parts), language=language, segments=tuple(segments), words=tuple(words))
+    text = join_texts((seg.text, seg.language) for seg in segments)
+    return Transcript(text=text, language=language, segments=tuple(segments), words=tuple(words))

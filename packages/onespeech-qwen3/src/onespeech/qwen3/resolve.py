@@ -31,7 +31,6 @@ changed source is converted again).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from typing import Any
 
 from onespeech.kernels.errors import ModelIntegrityError
 from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import (
@@ -227,7 +227,7 @@ def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
     if INDEX_NAME not in pins or not index.is_file():
         return
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = loads_json(index.read_text(encoding="utf-8"))["weight_map"]
         shards = set(weight_map.values())
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ModelIntegrityError(index, f"not a safetensors index with a weight_map ({e})") from e
@@ -242,7 +242,7 @@ def _require_cached(publisher: Path, pins: dict[str, FileDigest], entry: Catalog
     if missing:
         raise PublisherFilesMissingError(
             f"BF16 conversion of {entry.id} never downloads, and {publisher} lacks {', '.join(missing)}; "
-            f"resolve the FP32 model first (or run `onespeech-convert qwen-fetch {entry.id}`)"
+            "load the FP32 model once first (Precision.FLOAT32 downloads them)"
         )
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.qwen3.errors import SafetensorsError
 
 __all__ = [
@@ -156,7 +157,7 @@ def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, TensorInfo], di
 
 def _parse_header(path: Path, raw: bytes, data_size: int) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = loads_json(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SafetensorsError(path, f"header is not valid UTF-8 JSON ({exc})") from exc
     if not isinstance(header, dict):
@@ -249,7 +250,7 @@ def weight_files(directory: str | os.PathLike[str]) -> list[Path]:
 
 def _index_shards(index_path: Path) -> tuple[dict[str, str], list[str]]:
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
+        index = loads_json(index_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SafetensorsError(index_path, f"cannot read the shard index ({exc})") from exc
     weight_map = index.get("weight_map") if isinstance(index, dict) else None

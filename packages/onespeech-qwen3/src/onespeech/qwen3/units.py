@@ -26,6 +26,7 @@ their character offsets into the caller's text.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Languages whose written units are single characters (no spaces between words).
@@ -129,6 +130,22 @@ def written_units(text: str, language: str | None) -> list[WrittenUnit]:
     if language in CHARACTER_LANGUAGES:
         return _character_units(text)
     return _whitespace_units(text)
+
+
+def join_texts(pieces: Iterable[tuple[str, str | None]]) -> str:
+    """Join texts of consecutive pieces ``(text, language)`` as one document's text.
+
+    One space between two pieces, none between two pieces both in a language written
+    without spaces (``zh``, ``yue``, ``ja``).
+    """
+    parts: list[str] = []
+    previous: str | None | bool = False  # False: no piece yet
+    for text, language in pieces:
+        if previous is not False and not (language in CHARACTER_LANGUAGES and previous in CHARACTER_LANGUAGES):
+            parts.append(" ")
+        parts.append(text)
+        previous = language
+    return "".join(parts)
 
 
 def spoken_units(units: list[WrittenUnit]) -> list[str]:

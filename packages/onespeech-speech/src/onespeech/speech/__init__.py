@@ -1,3 +1,32 @@
-"""transcribe(path) -> Document: the OneSpeech pipeline and CLI."""
+"""transcribe(path) -> Document: the OneSpeech pipeline and CLI.
+
+>>> from onespeech.speech import transcribe
+>>> document = transcribe("meeting.flac")          # Qwen3-ASR-0.6B, downloaded on first use
+>>> document.text, document.segments[0].words[0].start
+
+- :func:`transcribe` / :class:`Transcriber` (``transcribe.py``): the file path.
+- :class:`Document` and its parts (``document.py``), JSON round trip.
+- writers (``writers.py``): txt, srt, vtt, tsv, json.
+- errors (``errors.py``): ChunkLimitError, ReplayMismatchError, TranscriptionCancelled.
+"""
 
 __version__ = "0.1.0"
+
+from onespeech.speech.document import Document, ModelInfo, Segment, Speaker, Word  # noqa: E402
+from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled  # noqa: E402
+from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, Transcriber, transcribe  # noqa: E402
+
+__all__ = [
+    "DEFAULT_ALIGNER",
+    "DEFAULT_MODEL",
+    "ChunkLimitError",
+    "Document",
+    "ModelInfo",
+    "ReplayMismatchError",
+    "Segment",
+    "Speaker",
+    "Transcriber",
+    "TranscriptionCancelled",
+    "Word",
+    "transcribe",
+]

@@ -1,40 +1,105 @@
-"""The ``onespeech`` command line."""
+"""The ``onespeech`` command line.
+
+Each subcommand is a module of :mod:`onespeech.speech.commands` with
+``register(subparsers)`` (adds its parser and sets ``func=run``) and
+``run(args) -> int``. Modules are found by listing the package, so adding a
+command means adding a file; ``ORDER`` (default 100) sorts them in the help.
+Exit status: 0 success, 1 failure, 2 usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from onespeech.speech import __version__
+
+__all__ = ["COMMANDS", "add_model_options", "build_parser", "main", "transcriber_options"]
+
+
+def _command_modules() -> list[ModuleType]:
+    from onespeech.speech import commands
+
+    modules = [
+        importlib.import_module(f"{commands.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(commands.__path__)
+        if not info.name.startswith("_")
+    ]
+    return sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
+
+
+COMMANDS: list[ModuleType] = []
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="onespeech", description="OneSpeech: speech to text on the CPU.")
     parser.add_argument("--version", action="version", version=f"onespeech {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    tok = sub.add_parser("tokenize", help="print the Qwen3 token ids of a text (needs a tokenizer directory)")
-    tok.add_argument("tokenizer_dir", help="directory holding vocab.json, merges.txt, tokenizer_config.json")
-    tok.add_argument("text")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    COMMANDS[:] = _command_modules()
+    for module in COMMANDS:
+        module.register(sub)
     return parser
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The model options shared by every command that transcribes.
+
+    -m/--model, -l/--language, --aligner, --threads, --precision, --context,
+    --max-new-tokens, -f/--format, -o/--output-dir, -q/--quiet. Turn the parsed
+    values into ``Transcriber`` keywords with :func:`transcriber_options`.
+    """
+    from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL
+    from onespeech.speech.writers import FORMATS
+
+    parser.add_argument("-m", "--model", default=DEFAULT_MODEL,
+                        help=f"catalog id or local model directory (default {DEFAULT_MODEL}; downloaded on first use)")
+    parser.add_argument("-l", "--language", default=None,
+                        help="force a language (tag such as en, de, zh); default: identified per chunk")
+    parser.add_argument("--aligner", default=DEFAULT_ALIGNER,
+                        help=f"forced aligner id or directory for word times, or 'none' (default {DEFAULT_ALIGNER})")
+    parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads (default: all available)")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="weights (default fp32)")
+    parser.add_argument("--context", default=None, help="biasing context text for the recognizer")
+    parser.add_argument("--max-new-tokens", type=_positive_int, default=512,
+                        help="token budget per chunk, 1..4096 (default 512)")
+    parser.add_argument("-f", "--format", default="txt",
+                        help=f"output formats, comma-separated: {','.join(FORMATS)} or all (default txt)")
+    parser.add_argument("-o", "--output-dir", default=".", help="where outputs go (default: current directory)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or per-file lines")
+
+
+def transcriber_options(args: argparse.Namespace) -> dict:
+    """``Transcriber`` keywords from options added by :func:`add_model_options`."""
+    aligner = None if str(args.aligner).lower() == "none" else args.aligner
+    return {
+        "model": args.model, "language": args.language, "aligner": aligner, "context": args.context,
+        "precision": args.precision, "threads": args.threads, "max_new_tokens": args.max_new_tokens,
+        "progress": False if args.quiet else None,
+    }
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "tokenize":
-        from onespeech.tokenizer import Qwen3Tokenizer
-
-        try:
-            tokenizer = Qwen3Tokenizer.load(args.tokenizer_dir)
-            ids = tokenizer.encode(args.text)
-        except (OSError, ValueError) as e:
-            print(f"onespeech tokenize: {e}", file=sys.stderr)
-            return 1
-        print(" ".join(str(i) for i in ids))
-        return 0
-    parser.print_help(sys.stderr)
-    return 2
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return int(func(args))
 
 
 if __name__ == "__main__":

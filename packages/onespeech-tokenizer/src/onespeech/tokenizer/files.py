@@ -10,6 +10,8 @@ load with the file's name, not later inside ``encode``.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -58,10 +60,41 @@ def _text(path: Path) -> str:
 
 
 def _json(path: Path) -> object:
+    text = _text(path)
     try:
-        return json.loads(_text(path))
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise TokenizerFileError(f"{path} is not valid JSON: {e}") from e
+    except RecursionError:
+        # json.loads recurses per level: hostile [[[[... must not escape bare. This
+        # package imports only the standard library, so it keeps its own copy of
+        # onespeech.kernels.jsonfile's nesting report.
+        pos, depth = _deepest_nesting(text)
+        raise TokenizerFileError(
+            f"{path} is not valid JSON: arrays/objects are nested {depth} levels deep at character {pos}, "
+            "deeper than the JSON parser follows (tokenizer files nest fewer than 5)"
+        ) from None
+
+
+# a JSON string (skipped whole, so brackets inside strings do not count; an unterminated one
+# runs to the end, so no quote is scanned twice) or one bracket
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+
+
+def _deepest_nesting(text: str) -> tuple[int, int]:
+    """(offset where the deepest nesting is first reached, that depth), up to the recursion limit."""
+    limit = sys.getrecursionlimit()
+    depth = best = best_pos = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > best:
+                best, best_pos = depth, match.start()
+                if best >= limit:
+                    break
+        elif match.group() in "]}":
+            depth -= 1
+    return best_pos, best
 
 
 def _check_id(value: object, what: str, path: Path) -> int:

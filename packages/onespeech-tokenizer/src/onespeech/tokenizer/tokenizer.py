@@ -87,6 +87,19 @@ class Qwen3Tokenizer:
         count of 200,000 or more.
         """
         directory = Path(directory)
+        key = _files_key(directory)
+        cached = _LOADED.get(key) if key is not None else None
+        if cached is not None:
+            return cached
+        tokenizer = cls._load_files(directory)
+        if key is not None:
+            _LOADED[key] = tokenizer
+            while len(_LOADED) > _LOADED_ENTRIES:
+                _LOADED.pop(next(iter(_LOADED)))
+        return tokenizer
+
+    @classmethod
+    def _load_files(cls, directory: Path) -> Qwen3Tokenizer:
         # ~450k small containers are built; pausing the cyclic collector
         # (nothing here forms cycles) roughly halves the load time.
         collecting = gc.isenabled()
@@ -290,3 +303,21 @@ def _added_tokens(vocab: dict[str, int], config: TokenizerConfig) -> list[AddedT
 
 __all__ = ["MAX_TEXT_BYTES", "Qwen3Tokenizer", "check_text"]
 
+
+# Loading takes seconds (151k merges in pure Python) and file transcription loads the
+# recognizer and then the aligner for every file, each with the same tokenizer files:
+# the last few loads are kept, keyed by each file's identity and stat, so a changed
+# file is read again. A tokenizer is immutable once built, so sharing it is safe.
+_LOADED: dict[tuple, Qwen3Tokenizer] = {}
+_LOADED_ENTRIES = 2
+
+
+def _files_key(directory: Path) -> tuple | None:
+    key = []
+    for name in (VOCAB_FILE, MERGES_FILE, CONFIG_FILE):
+        try:
+            st = (directory / name).stat()
+        except OSError:
+            return None  # the load itself reports the missing file
+        key.append((name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(key)

@@ -1,0 +1,183 @@
+"""Streamed audio -> recognition chunks, and the recognition of one chunk.
+
+:class:`AudioChunker` is the spec's chunking over a stream of 16 kHz blocks: 30 s or
+less of audio is one chunk; longer audio goes through the Silero VAD and the
+VAD-first chunk planner (chunks of at most 30 s), each chunk handed out as soon as
+the planner closes it. It keeps only the audio a later chunk can still need, so
+memory does not grow with the file. Its chunks are exactly those that
+``Qwen3Recognizer.transcribe`` plans for the whole audio at once.
+
+:func:`recognize_chunk` recognizes one closed chunk with fresh decoder state; file
+transcription and streaming both call it, so both give the same text per chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from onespeech.features import (
+    Chunk,
+    ChunkPlanner,
+    SileroVad,
+    SpeechRegion,
+    SpeechSegmenter,
+    VadOptions,
+    VadStream,
+)
+from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE, validate_pcm
+from onespeech.kernels.cancel import Cancel
+from onespeech.qwen3 import Qwen3Recognizer
+from onespeech.qwen3.prompt import parse_output
+from onespeech.qwen3.units import written_units
+from onespeech.speech.document import FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS, Segment, Word
+
+__all__ = ["AudioChunker", "ClosedChunk", "recognize_chunk", "untimed_words"]
+
+
+@dataclass(frozen=True)
+class ClosedChunk:
+    """A chunk's sample range and its samples (a copy owned by the caller)."""
+
+    chunk: Chunk
+    pcm: np.ndarray
+
+
+class AudioChunker:
+    """Feed 16 kHz mono blocks, get recognition chunks as they close.
+
+    Parameters
+    ----------
+    vad : SileroVad or callable returning one
+        Scores the audio (a fresh stream per chunker); a callable is called only
+        when the audio turns out longer than one chunk.
+    options : VadOptions, optional
+        Segmentation settings (the timing replay must use the same).
+    max_samples : int
+        Chunk bound (480000, 30 s); audio of at most this length is one chunk.
+    """
+
+    def __init__(
+        self,
+        vad: SileroVad | Callable[[], SileroVad],
+        options: VadOptions | None = None,
+        max_samples: int = MAX_CHUNK_SAMPLES,
+    ) -> None:
+        self._vad = vad
+        self._stream: VadStream | None = None  # started once the audio exceeds one chunk
+        self._segmenter = SpeechSegmenter(options)
+        self._planner = ChunkPlanner(max_samples)
+        self._max = max_samples
+        self._blocks: list[np.ndarray] = []
+        self._offset = 0  # source index of the first kept sample
+        self.n_samples = 0
+
+    def feed(self, block: np.ndarray) -> list[ClosedChunk]:
+        """Add the next samples; return the chunks they close (source order)."""
+        pcm = validate_pcm(block)
+        self._blocks.append(pcm)
+        self.n_samples += pcm.shape[0]
+        if self._stream is None:
+            if self.n_samples <= self._max:
+                return []  # may still be one chunk: no VAD needed yet, keep everything
+            vad = self._vad() if callable(self._vad) else self._vad
+            self._stream = vad.stream()
+            pcm = self._kept_pcm()  # everything so far (nothing was dropped yet)
+        regions = self._segmenter.feed(self._stream.feed(pcm))
+        return self._plan(regions, final=False)
+
+    def finish(self) -> list[ClosedChunk]:
+        """End of the audio: the remaining chunks.
+
+        Audio of at most ``max_samples`` is one chunk ``(0, n)`` (empty audio: none).
+        A VAD chunk of 200 samples or fewer holds no speech to speak of and is dropped,
+        as ``Qwen3Recognizer.transcribe`` drops it.
+        """
+        if self._stream is None:
+            return [self._closed(Chunk(0, self.n_samples))] if self.n_samples else []
+        regions = self._segmenter.feed(self._stream.finish()) + self._segmenter.finish(self.n_samples)
+        return self._plan(regions, final=True)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _plan(self, regions: list[SpeechRegion], final: bool) -> list[ClosedChunk]:
+        pcm = self._kept_pcm()
+        closed = []
+        for region in regions:
+            closed.extend(self._planner.add(region, pcm, self._offset))
+        if final:
+            closed.extend(self._planner.finish())
+        out = [self._closed(c) for c in closed if c.n_samples > MIN_SAMPLES_EXCLUSIVE]
+        self._drop_before(self._keep_from())
+        return out
+
+    def _keep_from(self) -> int:
+        open_start = self._planner.open_start
+        horizon = self._segmenter.horizon
+        return horizon if open_start is None else min(open_start, horizon)
+
+    def _kept_pcm(self) -> np.ndarray:
+        if len(self._blocks) != 1:
+            self._blocks = [np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.float32)]
+        return self._blocks[0]
+
+    def _drop_before(self, sample: int) -> None:
+        drop = min(sample, self.n_samples) - self._offset
+        if drop > 0:
+            pcm = self._kept_pcm()
+            self._blocks = [pcm[drop:].copy()]
+            self._offset += drop
+
+    def _closed(self, chunk: Chunk) -> ClosedChunk:
+        pcm = self._kept_pcm()
+        lo, hi = chunk.start - self._offset, chunk.end - self._offset
+        if lo < 0 or hi > pcm.shape[0]:
+            raise AssertionError(f"chunk {chunk} is outside the kept audio [{self._offset}, "
+                                 f"{self._offset + pcm.shape[0]})")  # a bug, never bad input
+        return ClosedChunk(chunk, pcm[lo:hi].copy())
+
+
+def recognize_chunk(
+    recognizer: Qwen3Recognizer,
+    pcm_chunk: np.ndarray,
+    start_sample: int,
+    end_sample: int,
+    *,
+    language: str | None,
+    cancel: Cancel = None,
+) -> Segment:
+    """Recognize one closed chunk with fresh decoder state.
+
+    Exactly ``Qwen3Recognizer.transcribe(pcm_chunk, language)`` for a chunk of at most
+    30 s, but reaching ``max_new_tokens`` is reported in ``Segment.finish``
+    ("max_new_tokens") instead of raised, so the caller can name the chunk and keep
+    what came before. Words carry their written forms and no times.
+
+    Parameters
+    ----------
+    recognizer : Qwen3Recognizer
+    pcm_chunk : ndarray[float32], shape (end_sample - start_sample,)
+    start_sample, end_sample : int
+        The chunk's range on the source's 16 kHz clock.
+    language : str | None
+        A tag or name forcing the language, or None to let the model identify it.
+    cancel : threading.Event-like, callable or None
+    """
+    if pcm_chunk.shape != (end_sample - start_sample,):
+        raise ValueError(f"pcm_chunk has shape {pcm_chunk.shape}; expected ({end_sample - start_sample},) for "
+                         f"samples {start_sample}..{end_sample}")
+    pcm = validate_pcm(pcm_chunk, max_samples=MAX_CHUNK_SAMPLES, allow_empty=False)
+    name = recognizer.languages.resolve(language)
+    result = recognizer.recognize(pcm, name, recognizer.options.max_new_tokens, cancel)
+    finish = FINISH_END_TOKEN if result.generation.finished else FINISH_MAX_NEW_TOKENS
+    parsed_language, text = parse_output(recognizer._decode(result.generation.ids), name)
+    tag = recognizer.languages.tag(parsed_language)
+    return Segment(start_sample / SAMPLE_RATE, end_sample / SAMPLE_RATE, text, tag, untimed_words(text, tag),
+                   finish, timing="not timed")
+
+
+def untimed_words(text: str, language: str | None) -> list[Word]:
+    """The written units of ``text`` as words without times."""
+    return [Word(u.text, None, None, None, "none") for u in written_units(text, language)]

@@ -1,0 +1,1 @@
+"""Subcommands of ``onespeech``: one module each, with ``register(subparsers)`` and ``run(args)``."""

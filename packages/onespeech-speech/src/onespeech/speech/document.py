@@ -1,0 +1,204 @@
+"""The result of file transcription: plain dataclasses with a JSON round trip.
+
+Times are seconds on the file's clock (exact 16 kHz sample positions divided by
+16000); ``None`` where no timing stage supplied them. ``Document.to_dict`` gives
+plain JSON types and carries a ``version``; ``Document.from_dict`` refuses other
+versions and malformed data with a ``DocumentFormatError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from onespeech.qwen3.units import join_texts
+
+DOCUMENT_VERSION = 1
+
+# Segment.finish values
+FINISH_END_TOKEN = "end_token"
+FINISH_MAX_NEW_TOKENS = "max_new_tokens"
+
+
+class DocumentFormatError(ValueError):
+    """A document dictionary or JSON text that is not a Document of this version."""
+
+
+@dataclass
+class Word:
+    """One written unit of a segment's text.
+
+    Attributes
+    ----------
+    text : str
+        The written form, as it appears in the segment text.
+    start, end : float | None
+        Seconds on the file's clock; None when no timing stage timed it.
+    confidence : float | None
+        The timing stage's confidence in 0..1 (not a recognition probability).
+    timing_method : str
+        ``onespeech.qwen3.TimingMethod`` value: "forced_aligner", "ctc", "dtw" or "none".
+    speaker : str | None
+        Speaker label once speakers are attributed.
+    """
+
+    text: str
+    start: float | None
+    end: float | None
+    confidence: float | None
+    timing_method: str
+    speaker: str | None = None
+
+
+@dataclass
+class Segment:
+    """One recognized VAD chunk.
+
+    Attributes
+    ----------
+    start, end : float
+        The chunk's exact sample range on the 16 kHz clock, divided by 16000.
+    text : str
+        Exactly the chunk's transcript.
+    language : str | None
+        Tag ("en") or the model's name of the language the chunk was recognized in.
+    words : list of Word
+    finish : str
+        "end_token" (the model ended its answer) or "max_new_tokens".
+    timing : str
+        The stage that timed the words ("qwen3-forced-aligner"), or why none did.
+    speaker : str | None
+    """
+
+    start: float
+    end: float
+    text: str
+    language: str | None
+    words: list[Word]
+    finish: str
+    timing: str
+    speaker: str | None = None
+
+
+@dataclass
+class Speaker:
+    """A speaker found in the file: its label and total speaking time in seconds."""
+
+    label: str
+    duration: float
+
+
+@dataclass
+class ModelInfo:
+    """Which model made a document: catalog id or path, revision when known, precision."""
+
+    id_or_path: str
+    revision: str | None
+    precision: str
+
+
+@dataclass
+class Document:
+    """A transcribed file.
+
+    Attributes
+    ----------
+    text : str
+        Segment texts joined by one space (none between two character-written segments).
+    duration : float
+        Length of the decoded audio in seconds.
+    language : str | None
+        The language with the most recognized speech time (None without speech).
+    languages : list of str
+        Every recognized language, most speech time first.
+    segments : list of Segment
+    words : list of Word
+        All segments' words in order.
+    model, aligner : ModelInfo | None
+        The recognizer and the aligner used (``aligner`` None when timing was off).
+    speakers : list of Speaker
+    """
+
+    text: str
+    duration: float
+    language: str | None
+    languages: list[str]
+    segments: list[Segment]
+    words: list[Word]
+    model: ModelInfo | None
+    aligner: ModelInfo | None
+    speakers: list[Speaker] = field(default_factory=list)
+
+    @classmethod
+    def from_segments(
+        cls,
+        segments: list[Segment],
+        duration: float,
+        model: ModelInfo | None = None,
+        aligner: ModelInfo | None = None,
+    ) -> Document:
+        """Assemble the document-level fields (text, languages, words) from segments."""
+        time: dict[str, float] = {}
+        for segment in segments:
+            if segment.language:
+                time[segment.language] = time.get(segment.language, 0.0) + segment.end - segment.start
+        # most time first; ties keep first appearance (sorted is stable)
+        languages = sorted(time, key=lambda tag: -time[tag])
+        return cls(
+            text=join_texts((s.text, s.language) for s in segments),
+            duration=duration,
+            language=languages[0] if languages else None,
+            languages=languages,
+            segments=segments,
+            words=[word for segment in segments for word in segment.words],
+            model=model,
+            aligner=aligner,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data with a ``version`` field."""
+        return {"version": DOCUMENT_VERSION, **asdict(self)}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The document as JSON text (UTF-8 characters kept as they are)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Document:
+        """Rebuild a document from :meth:`to_dict` output (or parsed JSON of it)."""
+        if not isinstance(data, dict):
+            raise DocumentFormatError(f"a document must be a JSON object, not {type(data).__name__}")
+        version = data.get("version")
+        if version != DOCUMENT_VERSION:
+            raise DocumentFormatError(f"document version {version!r} is not supported; this library reads "
+                                      f"version {DOCUMENT_VERSION}")
+        try:
+            return cls(
+                text=data["text"],
+                duration=data["duration"],
+                language=data["language"],
+                languages=list(data["languages"]),
+                segments=[_segment(s) for s in data["segments"]],
+                words=[Word(**w) for w in data["words"]],
+                model=ModelInfo(**data["model"]) if data["model"] is not None else None,
+                aligner=ModelInfo(**data["aligner"]) if data["aligner"] is not None else None,
+                speakers=[Speaker(**s) for s in data.get("speakers", [])],
+            )
+        except (KeyError, TypeError) as error:
+            raise DocumentFormatError(f"not a version {DOCUMENT_VERSION} document: {error}") from error
+
+    @classmethod
+    def from_json(cls, text: str) -> Document:
+        """Parse :meth:`to_json` output."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise DocumentFormatError(f"not JSON: {error}") from error
+        return cls.from_dict(data)
+
+
+def _segment(data: dict[str, Any]) -> Segment:
+    fields = dict(data)
+    fields["words"] = [Word(**w) for w in fields["words"]]
+    return Segment(**fields)

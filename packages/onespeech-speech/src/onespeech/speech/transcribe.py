@@ -1,0 +1,408 @@
+"""transcribe(file) -> Document: the spec's file path and its memory lifetime.
+
+For one file::
+
+    decode in blocks (AudioFileSource: soundfile + soxr, as load_audio)
+      -> AudioChunker: 30 s or less is one chunk; longer audio goes through the VAD
+         stream and the VAD-first planner (chunks of at most 30 s)
+      -> recognize each chunk as soon as it closes (fresh decoder state per chunk)
+         keeping only its boundaries, text and written words
+    release the recognizer
+    replay the decoded audio (the file again, or the spool of a stream) through a
+    fresh VAD with the same settings; the chunk boundaries must be identical
+      -> the timing dispatcher picks the stage per segment language (the forced
+         aligner, loaded on first use) and times the segment's words, shifted by the
+         segment's start
+    release the aligner; remove the spool
+
+No full-file PCM and no decoder state outlive a chunk, and the recognizer and the
+aligner are never loaded at the same time. A segment's text is exactly what
+``Qwen3Recognizer.transcribe`` returns for the segment's samples, and its words'
+times exactly what ``Qwen3ForcedAligner.align`` returns for them, plus the segment's
+start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+from onespeech.align import Qwen3AlignerOptions, default_dispatcher
+from onespeech.features import AudioFileSource, SileroVad, VadOptions
+from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
+from onespeech.kernels.errors import OperationCancelledError
+from onespeech.kernels.threads import thread_limit
+from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer, Transcript
+from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
+from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment, Word
+from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled
+from onespeech.speech.progress import Progress, check_progress, progress_reporter
+
+__all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "Transcriber", "recognize_chunk", "transcribe"]
+
+DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
+DEFAULT_ALIGNER = "Qwen/Qwen3-ForcedAligner-0.6B"
+
+# timing reasons written into Segment.timing when no stage timed the words
+TIMING_DISABLED = "aligner disabled"
+
+Source = str | os.PathLike[str] | BinaryIO
+_UNSET: object = object()
+
+
+@dataclass
+class _Model:
+    """A model argument and, once resolved, its runtime directory."""
+
+    name: str
+    directory: Path | None = None
+    revision: str | None = None
+
+
+class Transcriber:
+    """Transcribes files with one set of options; loads models only while it needs them.
+
+    Parameters
+    ----------
+    model : str or PathLike
+        A catalog id (fetched on first use, verified, converted and cached) or a local
+        directory (publisher files or runtime files). Default Qwen/Qwen3-ASR-0.6B.
+    language : str | None
+        A tag ("en") or name forcing the language of every chunk; None lets the model
+        identify the language of each chunk.
+    aligner : str, PathLike or None
+        The forced aligner (catalog id or directory); None skips word timing.
+    context : str | None
+        Biasing context for the recognizer.
+    precision : "fp32" | "bf16"
+    threads : int | None
+    max_new_tokens : int
+        Token budget per chunk (1..4096); a chunk that reaches it raises ChunkLimitError.
+    progress : None, False or callable
+        None: tqdm bars on stderr when it is a terminal; False: none; a callable gets
+        ``(stage, done, total)`` in audio seconds for "decode", "recognize", "align".
+    cancel : threading.Event-like or None
+        Once set, the transcription stops within one decoder step or one aligner
+        forward and raises TranscriptionCancelled.
+    speakers : "auto", int or False
+        Speaker attribution (runs when the speakers stage is available).
+    vad : SileroVad, path or None
+        The VAD for audio over 30 s; None loads the default Silero VAD when needed.
+    vad_options : VadOptions, optional
+    catalog_dir : path, optional
+        A directory of catalog files used instead of the shipped catalog to resolve ids.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        *,
+        language: str | None = None,
+        aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
+        context: str | None = None,
+        precision: str = "fp32",
+        threads: int | None = None,
+        max_new_tokens: int = 512,
+        progress: Progress = None,
+        cancel: Cancel = None,
+        speakers: str | int | bool = "auto",
+        vad: SileroVad | str | os.PathLike[str] | None = None,
+        vad_options: VadOptions | None = None,
+        catalog_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.recognizer_options = Qwen3Options(context=context, precision=precision, threads=threads,
+                                               max_new_tokens=max_new_tokens)
+        self.aligner_options = Qwen3AlignerOptions(precision=precision, threads=threads)
+        if language is not None and not isinstance(language, str):
+            raise TypeError(f"language must be a string or None, not {type(language).__name__}")
+        check_progress(progress)
+        check_cancel(cancel)
+        _check_speakers(speakers)
+        self.language = language
+        self.progress = progress
+        self.cancel = cancel
+        self.speakers = speakers
+        self.vad_options = vad_options or VadOptions()
+        self._model = _Model(os.fspath(model))
+        self._aligner = _Model(os.fspath(aligner)) if aligner is not None else None
+        self._vad = vad
+        self._catalog_dir = catalog_dir
+        self._closed = False
+
+    # -- public ------------------------------------------------------------------------
+
+    def transcribe(
+        self,
+        source: Source,
+        *,
+        language: str | None | object = _UNSET,
+        context: str | None | object = _UNSET,
+        progress: Progress | object = _UNSET,
+        cancel: Cancel | object = _UNSET,
+    ) -> Document:
+        """Transcribe one file or binary stream (options default to the Transcriber's).
+
+        Raises
+        ------
+        ChunkLimitError
+            A chunk reached ``max_new_tokens``; names its time range, ``.partial`` holds
+            the chunks before it.
+        TranscriptionCancelled
+        ReplayMismatchError
+            The timing replay planned other chunks than recognition did.
+        PcmError, UnreadableAudioError, CorruptAudioError
+            Bad audio (1..200 samples, nonfinite samples, undecodable data).
+        """
+        if self._closed:
+            from onespeech.kernels.errors import ObjectClosedError
+
+            raise ObjectClosedError("this Transcriber is closed; make a new one")
+        options = self.recognizer_options
+        if context is not _UNSET:
+            options = replace(options, context=context)
+        language = self.language if language is _UNSET else language
+        progress = self.progress if progress is _UNSET else progress
+        cancel = self.cancel if cancel is _UNSET else cancel
+        check_progress(progress)
+        check_cancel(cancel)
+        label = Path(os.fspath(source)).name if isinstance(source, (str, os.PathLike)) else "<stream>"
+        report = progress_reporter(progress, label)
+        try:
+            return _FileRun(self, options, language, report, cancel).run(source)  # type: ignore[arg-type]
+        except TranscriptionCancelled:
+            raise
+        except OperationCancelledError as error:
+            raise TranscriptionCancelled("transcription was cancelled by the caller's signal") from error
+        finally:
+            report.close()
+
+    def close(self) -> None:
+        """Forget the options; models are only held during a call, so nothing else is held."""
+        self._closed = True
+
+    def __enter__(self) -> Transcriber:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- models ------------------------------------------------------------------------
+
+    def _resolve(self, model: _Model) -> Path:
+        if model.directory is None:
+            from onespeech.qwen3.catalog import get_entry
+            from onespeech.qwen3.resolve import resolve
+
+            precision = self.recognizer_options.precision
+            model.directory = resolve(model.name, precision, catalog_dir=self._catalog_dir)
+            if not Path(model.name).is_dir():
+                model.revision = get_entry(model.name, self._catalog_dir).revision
+        return model.directory
+
+    def _model_info(self, model: _Model) -> ModelInfo:
+        return ModelInfo(model.name, model.revision, self.recognizer_options.precision.value)
+
+    def _load_vad(self) -> SileroVad:
+        if not isinstance(self._vad, SileroVad):
+            if self._vad is not None:
+                self._vad = SileroVad.load(self._vad)
+            else:
+                from onespeech.qwen3.vad_model import default_vad_path
+
+                self._vad = SileroVad.load(default_vad_path())
+        return self._vad
+
+
+class _FileRun:
+    """One file through the two passes (recognition, then timing)."""
+
+    def __init__(self, owner: Transcriber, options: Qwen3Options, language: str | None,
+                 report: Callable[[str, float, float], None], cancel: Cancel) -> None:
+        self.owner = owner
+        self.options = options
+        self.language = language
+        self.report = report
+        self.cancel = cancel
+        self.boundaries: list[tuple[int, int]] = []  # every chunk, in order
+        self.segments: list[Segment] = []  # chunks with text
+        self.segment_at: dict[int, int] = {}  # first sample of a chunk -> its segment's index
+
+    def run(self, source: Source) -> Document:
+        owner = self.owner
+        with AudioFileSource(source) as audio:  # removes the spool of a stream, also on error
+            self.duration_hint = audio.duration_s
+            n_samples = self._recognize(audio)
+            segments = self.segments
+            aligner_info = None
+            if owner._aligner is not None:
+                segments = self._time(audio, n_samples)
+                aligner_info = owner._model_info(owner._aligner)
+            else:
+                segments = [replace(s, timing=TIMING_DISABLED) for s in segments]
+        return Document.from_segments(segments, n_samples / SAMPLE_RATE, owner._model_info(owner._model),
+                                      aligner_info)
+
+    # -- pass 1: recognition ---------------------------------------------------------------
+
+    def _recognize(self, audio: AudioFileSource) -> int:
+        owner = self.owner
+        self._check_cancel()
+        recognizer = Qwen3Recognizer.load(owner._resolve(owner._model), self.options, self.cancel)
+        try:
+            recognizer.languages.resolve(self.language)  # an unknown language fails before decoding
+            chunker = AudioChunker(owner._load_vad, owner.vad_options)
+            with thread_limit(self.options.threads):
+                for block in audio.blocks():
+                    self._check_cancel()
+                    self.report("decode", audio.position / SAMPLE_RATE, self.duration_hint)
+                    for closed in chunker.feed(block):
+                        self._recognize_chunk(recognizer, closed)
+                for closed in chunker.finish():
+                    self._recognize_chunk(recognizer, closed)
+            n_samples = chunker.n_samples
+            self.report("decode", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
+            self.report("recognize", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
+            return n_samples
+        finally:
+            recognizer.close()  # before the aligner is ever loaded
+
+    def _recognize_chunk(self, recognizer: Qwen3Recognizer, closed: ClosedChunk) -> None:
+        chunk = closed.chunk
+        self.boundaries.append((chunk.start, chunk.end))
+        segment = recognize_chunk(recognizer, closed.pcm, chunk.start, chunk.end, language=self.language,
+                                  cancel=self.cancel)
+        if segment.finish == FINISH_MAX_NEW_TOKENS:
+            partial = Document.from_segments(self.segments, chunk.start / SAMPLE_RATE,
+                                             self.owner._model_info(self.owner._model), None)
+            raise ChunkLimitError(
+                f"the chunk {chunk.start_s:.2f}-{chunk.end_s:.2f} s reached max_new_tokens="
+                f"{self.options.max_new_tokens} before the model ended its answer; raise max_new_tokens "
+                f"(up to 4096); the error's .partial holds the {len(self.segments)} segment(s) before it",
+                chunk.start_s, chunk.end_s, partial,
+            )
+        if segment.text:
+            self.segment_at[chunk.start] = len(self.segments)
+            self.segments.append(segment)
+        self.report("recognize", chunk.end_s, max(self.duration_hint, chunk.end_s))
+
+    # -- pass 2: timing ----------------------------------------------------------------------
+
+    def _time(self, audio: AudioFileSource, n_samples: int) -> list[Segment]:
+        owner = self.owner
+        assert owner._aligner is not None
+        aligner = owner._aligner
+        dispatcher = default_dispatcher(lambda: owner._resolve(aligner), owner.aligner_options)
+        timed = [s if dispatcher.select(s.language) is not None else replace(s, timing=_untimed_reason(s))
+                 for s in self.segments]
+        pending = {i for i, s in enumerate(timed) if dispatcher.select(s.language) is not None}
+        if not pending:
+            return timed  # nothing any stage can time: no replay, no aligner
+        try:
+            chunker = AudioChunker(owner._load_vad, owner.vad_options)
+            replayed = 0
+
+            def time_chunk(closed: ClosedChunk) -> None:
+                nonlocal replayed
+                chunk = closed.chunk
+                expected = self.boundaries[replayed] if replayed < len(self.boundaries) else None
+                if expected != (chunk.start, chunk.end):
+                    raise ReplayMismatchError(
+                        f"the timing replay planned chunk {replayed} as samples {chunk.start}..{chunk.end}, "
+                        f"but recognition used {expected}; the audio decoded differently the second time "
+                        "(a file changed while it was read?), so no times are assigned"
+                    )
+                replayed += 1
+                index = self.segment_at.get(chunk.start)
+                if index is not None and index in pending:
+                    timed[index] = self._time_segment(dispatcher, timed[index], closed)
+                self.report("align", chunk.end_s, n_samples / SAMPLE_RATE)
+
+            with thread_limit(self.options.threads):
+                for block in audio.blocks():
+                    self._check_cancel()
+                    for closed in chunker.feed(block):
+                        time_chunk(closed)
+                for closed in chunker.finish():
+                    time_chunk(closed)
+            if replayed != len(self.boundaries) or chunker.n_samples != n_samples:
+                raise ReplayMismatchError(
+                    f"the timing replay found {replayed} chunks in {chunker.n_samples} samples, recognition "
+                    f"{len(self.boundaries)} chunks in {n_samples} samples"
+                )
+            self.report("align", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
+        finally:
+            dispatcher.close()
+        return timed
+
+    def _time_segment(self, dispatcher, segment: Segment, closed: ClosedChunk) -> Segment:
+        outcome = dispatcher.time(closed.pcm, _transcript(segment), segment.language, self.cancel)
+        if outcome.stage is None:
+            return replace(segment, timing=outcome.reason or "not timed")
+        offset = closed.chunk.start / SAMPLE_RATE
+        words = [
+            Word(w.text, _shift(w.start, offset), _shift(w.end, offset), w.confidence, w.timing_method.value)
+            for w in outcome.transcript.words
+        ]
+        return replace(segment, words=words, timing=outcome.stage)
+
+    def _check_cancel(self) -> None:
+        if is_cancelled(self.cancel):
+            raise TranscriptionCancelled("transcription was cancelled by the caller's signal")
+
+
+def _transcript(segment: Segment) -> Transcript:
+    # no words: the aligner takes the units from the text, exactly as Qwen3ForcedAligner.align does
+    return Transcript(segment.text, segment.language, (), ())
+
+
+def _untimed_reason(segment: Segment) -> str:
+    if not segment.language:
+        return "no language identified, so no timing stage applies"
+    return f"no timing stage for language {segment.language!r}"
+
+
+def _shift(value: float | None, offset: float) -> float | None:
+    return None if value is None else value + offset
+
+
+def _check_speakers(speakers: object) -> None:
+    if speakers == "auto" or speakers is False:
+        return
+    if isinstance(speakers, int) and not isinstance(speakers, bool) and speakers >= 1:
+        return
+    raise ValueError(f"speakers={speakers!r}; use 'auto', a number of speakers (>= 1) or False")
+
+
+def transcribe(
+    source: Source,
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    *,
+    language: str | None = None,
+    aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
+    context: str | None = None,
+    precision: str = "fp32",
+    threads: int | None = None,
+    max_new_tokens: int = 512,
+    progress: Progress = None,
+    cancel: Cancel = None,
+    speakers: str | int | bool = "auto",
+    vad: SileroVad | str | os.PathLike[str] | None = None,
+    vad_options: VadOptions | None = None,
+    catalog_dir: str | os.PathLike[str] | None = None,
+) -> Document:
+    """Transcribe an audio file or binary stream into a :class:`Document`.
+
+    The default model is Qwen3-ASR-0.6B (this library runs the Qwen family only) and the
+    default aligner Qwen3-ForcedAligner-0.6B; the first run downloads them. See
+    :class:`Transcriber` for every parameter; this is ``Transcriber(...).transcribe(source)``.
+    """
+    with Transcriber(
+        model, language=language, aligner=aligner, context=context, precision=precision, threads=threads,
+        max_new_tokens=max_new_tokens, progress=progress, cancel=cancel, speakers=speakers, vad=vad,
+        vad_options=vad_options, catalog_dir=catalog_dir,
+    ) as transcriber:
+        return transcriber.transcribe(source)

@@ -1,0 +1,113 @@
+"""One Qwen3-ASR parity comparison: our recognizer on an oracle case, judged by the near-tie rule.
+
+Shared by the parity tests (packages/onespeech-qwen3/tests/test_parity_tiny.py) and
+``qwen-reproduce``. An oracle case (``tools/oracles/qwen3-asr/oracle_asr.py``) records
+up to three greedy runs of the reference, each with its per-step top-2 ids, margins and
+largest absolute logits; ``RUNS`` names them and the arrays that hold them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from onespeech_tools.near_ties import ReferenceSteps, Tie, Verdict, compare_greedy, forced_agreement
+
+if TYPE_CHECKING:
+    from onespeech.qwen3.recognizer import ChunkRecognition, Qwen3Recognizer
+
+EOS_IDS = (151643, 151645)
+
+# run -> (its greedy ids, the prefix of its per-step arrays, the encoder attention it used)
+RUNS = {
+    "full": ("tokens", "step", "full"),
+    "min_new": ("tokens_min_new", "min_new_step", "full"),  # EOS masked until `steps` ids (after an early end)
+    "windowed": ("windowed_tokens", "windowed_step", "windowed"),  # the 104-token block-diagonal encoder mask
+}
+
+
+def pcm_and_mel(arrays: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The PCM the reference saw and our log-mel of it, as one input of any length (the
+    reference does not chunk its 60 s case)."""
+    from onespeech.features.mel import log_mel
+
+    pcm = np.ascontiguousarray(arrays["pcm"], dtype=np.float32)
+    return pcm, log_mel(pcm, max_seconds=max(30.0, pcm.shape[0] / 16000 + 1))
+
+
+def observed_runs(arrays: Mapping[str, np.ndarray]) -> list[str]:
+    """The runs an oracle case recorded, in ``RUNS`` order."""
+    return [run for run, (tokens, _, _) in RUNS.items() if tokens in arrays]
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """Our recognition of one case's run and its verdict under the near-tie rule."""
+
+    result: ChunkRecognition
+    verdict: Verdict
+
+
+def compare_run(recognizer: Qwen3Recognizer, case: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                steps: int, run: str) -> CaseRun:  # fmt: skip
+    """Recognize the case's PCM as the reference's ``run`` did and judge our greedy ids.
+
+    ``recognizer`` must use the run's encoder attention (``RUNS[run][2]``). Our ids
+    are compared with the reference's step by step; at the first near-tie we resolved
+    the other way the comparison continues teacher-forced from the reference's ids.
+    """
+    tokens, prefix, _ = RUNS[run]
+    pcm, mel = pcm_and_mel(arrays)
+    min_new = steps if run == "min_new" else 0
+    result = recognizer.recognize(pcm, case["language"], steps, mel=mel, keep_first_logits=True,
+                                  min_new_tokens=min_new)  # fmt: skip
+    reference = ReferenceSteps.from_observation(arrays, prefix)
+    if list(reference.ids) != [int(t) for t in arrays[tokens]]:
+        raise ValueError(f"{case['name']}: the recorded top-1 ids of run {run!r} are not its greedy ids")
+    ours = list(result.generation.ids) + ([EOS_IDS[-1]] if result.generation.finished else [])
+
+    def teacher_forced(ids: list[int]) -> list[int]:
+        forced = recognizer.recognize(pcm, case["language"], steps, mel=mel, forced_ids=ids, min_new_tokens=min_new)
+        return list(forced.generation.ids)
+
+    label = case["name"] if run == "full" else f"{case['name']} ({run})"
+    return CaseRun(result, compare_greedy(label, reference, ours, teacher_forced, EOS_IDS))
+
+
+@dataclass(frozen=True)
+class ForcedBf16:
+    """A BF16 case teacher-forced with the FP32 reference's ids.
+
+    ``agree`` maps "ours" and "reference" (the reference's BF16 run) to how many steps
+    agree with the FP32 reference and the near-ties among them.
+    """
+
+    result: ChunkRecognition
+    agree: dict[str, tuple[int, tuple[Tie, ...]]]
+    steps: int
+
+
+def bf16_forced_agreement(recognizer: Qwen3Recognizer, case: Mapping[str, Any], bf16: Mapping[str, np.ndarray],
+                          fp32: Mapping[str, np.ndarray], steps: int) -> ForcedBf16 | None:  # fmt: skip
+    """How often ours-BF16 and the reference's BF16 agree with the FP32 reference when its ids are fed.
+
+    ``bf16`` and ``fp32`` are the case's arrays from the reference's bfloat16 and float32
+    runs; the bfloat16 oracle fed the FP32 greedy ids (``forced_ids``) and recorded its
+    argmax at each step. A step at an FP32 near-tie agrees with either id (and is a
+    tie), for both runs alike. None when the observations predate teacher forcing.
+    """
+    if "forced_ids" not in bf16:
+        return None
+    forced_ids = [int(t) for t in bf16["forced_ids"]]
+    fp32_steps = ReferenceSteps.from_observation(fp32, "step")
+    if list(fp32_steps.ids) != forced_ids:
+        raise ValueError(f"{case['name']}: the BF16 run forced other ids than the FP32 reference's")
+    pcm, mel = pcm_and_mel(bf16)
+    result = recognizer.recognize(pcm, case["language"], steps, mel=mel, forced_ids=forced_ids)
+    runs = {"ours": list(result.generation.ids), "reference": [int(t) for t in bf16["forced_argmax"]]}
+    agree = {label: forced_agreement(f"{case['name']} ({label}-BF16)", fp32_steps, choices, EOS_IDS)
+             for label, choices in runs.items()}  # fmt: skip
+    return ForcedBf16(result, agree, len(forced_ids))
