@@ -45,12 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
+def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True) -> None:
     """The model options shared by every command that transcribes.
 
     -m/--model, -l/--language, --aligner, --threads, --precision, --context,
     --max-new-tokens, -f/--format, -o/--output-dir, -q/--quiet. Turn the parsed
     values into ``Transcriber`` keywords with :func:`transcriber_options`.
+    ``outputs=False`` leaves out -f and -o (commands that write no files, such as
+    ``stream`` and ``serve``).
     """
     from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL
     from onespeech.speech.writers import FORMATS
@@ -66,9 +68,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", default=None, help="biasing context text for the recognizer")
     parser.add_argument("--max-new-tokens", type=_positive_int, default=512,
                         help="token budget per chunk, 1..4096 (default 512)")
-    parser.add_argument("-f", "--format", default="txt",
-                        help=f"output formats, comma-separated: {','.join(FORMATS)} or all (default txt)")
-    parser.add_argument("-o", "--output-dir", default=".", help="where outputs go (default: current directory)")
+    if outputs:
+        parser.add_argument("-f", "--format", default="txt",
+                            help=f"output formats, comma-separated: {','.join(FORMATS)} or all (default txt)")
+        parser.add_argument("-o", "--output-dir", default=".", help="where outputs go (default: current directory)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or per-file lines")
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from onespeech.align import Qwen3AlignerOptions, default_dispatcher
+from onespeech.align.timing import TimingDispatcher
 from onespeech.features import AudioFileSource, SileroVad, VadOptions
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
@@ -95,6 +96,12 @@ class Transcriber:
     vad_options : VadOptions, optional
     catalog_dir : path, optional
         A directory of catalog files used instead of the shipped catalog to resolve ids.
+    keep_loaded : bool
+        Keep the recognizer (for the default context) and the aligner loaded between
+        calls until ``close`` (a server worker, a session) instead of loading them for
+        each file; a call with another ``context`` loads its own recognizer for that
+        call. Both models are then held at once: the memory-lifetime separation of
+        file transcription applies only with the default False.
     """
 
     def __init__(
@@ -113,6 +120,7 @@ class Transcriber:
         vad: SileroVad | str | os.PathLike[str] | None = None,
         vad_options: VadOptions | None = None,
         catalog_dir: str | os.PathLike[str] | None = None,
+        keep_loaded: bool = False,
     ) -> None:
         self.recognizer_options = Qwen3Options(context=context, precision=precision, threads=threads,
                                                max_new_tokens=max_new_tokens)
@@ -132,6 +140,9 @@ class Transcriber:
         self._vad = vad
         self._catalog_dir = catalog_dir
         self._closed = False
+        self.keep_loaded = keep_loaded
+        self._held_recognizer: Qwen3Recognizer | None = None
+        self._held_dispatcher: TimingDispatcher | None = None
 
     # -- public ------------------------------------------------------------------------
 
@@ -143,8 +154,11 @@ class Transcriber:
         context: str | None | object = _UNSET,
         progress: Progress | object = _UNSET,
         cancel: Cancel | object = _UNSET,
+        align: bool = True,
     ) -> Document:
         """Transcribe one file or binary stream (options default to the Transcriber's).
+
+        ``align=False`` skips the timing pass for this call (words keep None times).
 
         Raises
         ------
@@ -172,7 +186,8 @@ class Transcriber:
         label = Path(os.fspath(source)).name if isinstance(source, (str, os.PathLike)) else "<stream>"
         report = progress_reporter(progress, label)
         try:
-            return _FileRun(self, options, language, report, cancel).run(source)  # type: ignore[arg-type]
+            run = _FileRun(self, options, language, report, cancel)  # type: ignore[arg-type]
+            return run.run(source, align=align)
         except TranscriptionCancelled:
             raise
         except OperationCancelledError as error:
@@ -180,9 +195,50 @@ class Transcriber:
         finally:
             report.close()
 
+    def recognizer(self) -> Qwen3Recognizer:
+        """The held recognizer of the default context (``keep_loaded`` only), loaded on first use."""
+        if not self.keep_loaded:
+            raise ValueError("only a Transcriber with keep_loaded=True holds a recognizer between calls")
+        if self._closed:
+            from onespeech.kernels.errors import ObjectClosedError
+
+            raise ObjectClosedError("this Transcriber is closed; make a new one")
+        if self._held_recognizer is None:
+            self._held_recognizer = Qwen3Recognizer.load(self._resolve(self._model), self.recognizer_options)
+        return self._held_recognizer
+
     def close(self) -> None:
-        """Forget the options; models are only held during a call, so nothing else is held."""
+        """Release the models held with ``keep_loaded`` (otherwise models live only during a call)."""
         self._closed = True
+        if self._held_recognizer is not None:
+            self._held_recognizer.close()
+            self._held_recognizer = None
+        if self._held_dispatcher is not None:
+            self._held_dispatcher.close()
+            self._held_dispatcher = None
+
+    def _acquire_recognizer(self, options: Qwen3Options, cancel: Cancel) -> Qwen3Recognizer:
+        if self.keep_loaded and options == self.recognizer_options:
+            return self.recognizer()
+        return Qwen3Recognizer.load(self._resolve(self._model), options, cancel)
+
+    def _release_recognizer(self, recognizer: Qwen3Recognizer) -> None:
+        if recognizer is not self._held_recognizer:
+            recognizer.close()
+
+    def _acquire_dispatcher(self) -> TimingDispatcher:
+        if self._held_dispatcher is not None:
+            return self._held_dispatcher
+        aligner = self._aligner
+        assert aligner is not None
+        dispatcher = default_dispatcher(lambda: self._resolve(aligner), self.aligner_options)
+        if self.keep_loaded:
+            self._held_dispatcher = dispatcher
+        return dispatcher
+
+    def _release_dispatcher(self, dispatcher: TimingDispatcher) -> None:
+        if dispatcher is not self._held_dispatcher:
+            dispatcher.close()
 
     def __enter__(self) -> Transcriber:
         return self
@@ -231,14 +287,14 @@ class _FileRun:
         self.segments: list[Segment] = []  # chunks with text
         self.segment_at: dict[int, int] = {}  # first sample of a chunk -> its segment's index
 
-    def run(self, source: Source) -> Document:
+    def run(self, source: Source, align: bool = True) -> Document:
         owner = self.owner
         with AudioFileSource(source) as audio:  # removes the spool of a stream, also on error
             self.duration_hint = audio.duration_s
             n_samples = self._recognize(audio)
             segments = self.segments
             aligner_info = None
-            if owner._aligner is not None:
+            if owner._aligner is not None and align:
                 segments = self._time(audio, n_samples)
                 aligner_info = owner._model_info(owner._aligner)
             else:
@@ -251,7 +307,7 @@ class _FileRun:
     def _recognize(self, audio: AudioFileSource) -> int:
         owner = self.owner
         self._check_cancel()
-        recognizer = Qwen3Recognizer.load(owner._resolve(owner._model), self.options, self.cancel)
+        recognizer = owner._acquire_recognizer(self.options, self.cancel)
         try:
             recognizer.languages.resolve(self.language)  # an unknown language fails before decoding
             chunker = AudioChunker(owner._load_vad, owner.vad_options)
@@ -268,7 +324,7 @@ class _FileRun:
             self.report("recognize", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
             return n_samples
         finally:
-            recognizer.close()  # before the aligner is ever loaded
+            owner._release_recognizer(recognizer)  # before the aligner is ever loaded (unless both are held)
 
     def _recognize_chunk(self, recognizer: Qwen3Recognizer, closed: ClosedChunk) -> None:
         chunk = closed.chunk
@@ -294,8 +350,7 @@ class _FileRun:
     def _time(self, audio: AudioFileSource, n_samples: int) -> list[Segment]:
         owner = self.owner
         assert owner._aligner is not None
-        aligner = owner._aligner
-        dispatcher = default_dispatcher(lambda: owner._resolve(aligner), owner.aligner_options)
+        dispatcher = owner._acquire_dispatcher()
         timed = [s if dispatcher.select(s.language) is not None else replace(s, timing=_untimed_reason(s))
                  for s in self.segments]
         pending = {i for i, s in enumerate(timed) if dispatcher.select(s.language) is not None}
@@ -335,7 +390,7 @@ class _FileRun:
                 )
             self.report("align", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
         finally:
-            dispatcher.close()
+            owner._release_dispatcher(dispatcher)
         return timed
 
     def _time_segment(self, dispatcher, segment: Segment, closed: ClosedChunk) -> Segment:

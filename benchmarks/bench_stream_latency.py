@@ -1,0 +1,101 @@
+"""Live-session latency: from the block that closes a VAD region to the returned final.
+
+``python benchmarks/bench_stream_latency.py [--size tiny|0.6b] [--block-ms 100] [--repeat 3]``
+
+A LiveSession (region chunking) is fed a real clip in blocks of ``--block-ms`` as
+fast as it takes them. For every block that returns finals, the time of that
+``push`` call is the latency (VAD of the block + recognition of the closed chunk).
+The anchor, measured in the same run, is ``recognize_chunk`` on the same samples
+with the same recognizer: the latency over it says what streaming adds. Blocks
+that close nothing measure the VAD cost per block. Random seeded checkpoints (the
+real weights cannot be downloaded here) with ``end_scale`` so greedy decoding ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tools"))
+
+from onespeech_tools.data import SKIP_STATUS, find_shared_data  # noqa: E402
+
+END_SCALE = {"tiny": 0.1, "0.6b": 0.1}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=("tiny", "0.6b"), default="tiny")
+    parser.add_argument("--model", default=None, help="an existing checkpoint directory (default: generate one)")
+    parser.add_argument("--clip", default="jfk.flac", help="clip under shared/data/audio (default jfk.flac)")
+    parser.add_argument("--block-ms", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    data = find_shared_data()
+    if data is None:
+        print("skipped: the shared data folder is not on this machine")
+        return SKIP_STATUS
+
+    from onespeech.features import load_audio
+    from onespeech.speech.chunk import recognize_chunk
+    from onespeech.speech.streaming import LiveSession
+
+    pcm = load_audio(data / "audio" / args.clip)
+    block = 16 * args.block_ms
+    with tempfile.TemporaryDirectory(prefix="onespeech-latency-") as tmp:
+        model = Path(args.model) if args.model else _checkpoint(Path(tmp), args.size, data)
+        started = time.perf_counter()
+        session = LiveSession(model, vad=data / "models" / "silero_vad.onnx", threads=args.threads)
+        load_s = time.perf_counter() - started
+        latencies, anchors, idle, chunk_s = [], [], [], []
+        with session:
+            for _ in range(args.repeat):
+                session.reset()  # a fresh stream, same loaded models
+                for offset in range(0, pcm.shape[0], block):
+                    t0 = time.perf_counter()
+                    finals = session.push(pcm[offset : offset + block])
+                    elapsed = time.perf_counter() - t0
+                    (latencies if finals else idle).append(elapsed)
+                    anchor = 0.0
+                    for final in finals:
+                        start, end = round(final.start * 16000), round(final.end * 16000)
+                        t0 = time.perf_counter()
+                        again = recognize_chunk(session.recognizer, pcm[start:end], start, end, language=None)
+                        anchor += time.perf_counter() - t0
+                        chunk_s.append(final.end - final.start)
+                        assert again == final, "a live final differs from the offline chunk"
+                    if finals:
+                        anchors.append(anchor)
+                session.finish()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"size={args.size} clip={args.clip} ({pcm.shape[0] / 16000:.1f} s) block={args.block_ms} ms "
+          f"repeat={args.repeat} load={load_s:.2f} s peak RSS={rss:.0f} MiB")
+    if not latencies:
+        print("no region closed before the end of the clip")
+        return 1
+    print(f"finals closed by a block: {len(latencies)} (chunks {min(chunk_s):.2f}-{max(chunk_s):.2f} s)")
+    print(f"latency (closing block -> final): median {statistics.median(latencies) * 1000:.1f} ms, "
+          f"max {max(latencies) * 1000:.1f} ms")
+    print(f"anchor (recognize_chunk on the same samples): median {statistics.median(anchors) * 1000:.1f} ms; "
+          f"ratio latency/anchor median {statistics.median(a / b for a, b in zip(latencies, anchors, strict=True)):.3f}")
+    print(f"blocks closing nothing (VAD only): median {statistics.median(idle) * 1000:.2f} ms per "
+          f"{args.block_ms} ms block")
+    return 0
+
+
+def _checkpoint(root: Path, size: str, data: Path) -> Path:
+    from onespeech_tools.checkpoints import make_checkpoint
+
+    print(f"generating a {size} checkpoint ...", flush=True)
+    return make_checkpoint(root / f"asr-{size}", size, seed=0, data_dir=data, end_scale=END_SCALE[size])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

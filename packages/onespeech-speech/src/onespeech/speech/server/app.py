@@ -1,0 +1,213 @@
+"""The ASGI application: OpenAI-compatible transcription, live streaming over WebSocket, health.
+
+Routes
+------
+POST /v1/audio/transcriptions  multipart ``file``, ``model``, ``language``, ``prompt`` (the
+                               context), ``response_format`` (json, text, srt, vtt,
+                               verbose_json), ``timestamp_granularities[]`` (word, segment),
+                               ``temperature`` (0 only: decoding is greedy)
+GET  /v1/models                the served model, in OpenAI's list shape
+GET  /health                   workers alive, queue length, completed and failed jobs
+WS   /v1/audio/stream          binary PCM frames in, JSON finals out (see ``websocket.py``)
+
+Requests wait in a bounded queue for a worker (:mod:`.pool`); a full queue answers 503
+with Retry-After. While a request waits or runs, the server watches the connection:
+if the client goes away the job's cancel event is set, recognition stops within one
+encoder layer or decoder step, and the request ends with 499.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route, WebSocketRoute
+
+from onespeech.speech.server.backend import Backend
+from onespeech.speech.server.errors import CLIENT_CLOSED, ApiError, bad_request, from_exception
+from onespeech.speech.server.limits import BodyLimit, BodyTooLargeError, too_large
+from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
+from onespeech.speech.server.responses import GRANULARITIES, RESPONSE_FORMATS, verbose_json
+
+_DISCONNECT_POLL_S = 0.05
+_MAX_FORM_FIELD_BYTES = 1 << 20  # prompt and the small fields; the file part is bounded by the body limit
+
+
+def create_app(backend: Backend) -> Starlette:
+    """The server application over ``backend`` (its worker pool starts with the app's lifespan)."""
+    config = backend.config
+    pool: WorkerPool[Any] = WorkerPool(backend.load_worker, config.workers, config.max_queue, close=backend.close_worker)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await asyncio.to_thread(backend.load_shared)
+        await asyncio.to_thread(pool.start)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(pool.stop)
+
+    async def transcriptions(request: Request) -> Response:
+        try:
+            return await _transcribe(request, backend, pool)
+        except ApiError as error:
+            return error_response(error)
+
+    async def models(request: Request) -> Response:
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "onespeech"} for name in config.model_ids]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        alive = pool.alive_workers
+        body = {"status": "ok" if alive == config.workers else "degraded", "workers": config.workers,
+                "workers_alive": alive, "busy": pool.busy, "queued": pool.queued, "max_queue": config.max_queue,
+                "completed": pool.completed, "failed": pool.failed, "cancelled": pool.cancelled,
+                "model": str(config.model)}
+        return JSONResponse(body, status_code=200 if alive == config.workers else 503)
+
+    from onespeech.speech.server.websocket import stream_endpoint
+
+    async def stream(websocket: Any) -> None:
+        await stream_endpoint(websocket, backend, pool)
+
+    routes = [
+        Route("/v1/audio/transcriptions", transcriptions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        WebSocketRoute("/v1/audio/stream", stream),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.pool = pool
+    app.add_middleware(BodyLimit, limit=config.max_upload_bytes)
+    return app
+
+
+def error_response(error: ApiError) -> Response:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any]) -> Response:
+    try:
+        form = await request.form(max_files=1, max_fields=16, max_part_size=_MAX_FORM_FIELD_BYTES)
+    except BodyTooLargeError:
+        raise too_large(backend.config.max_upload_bytes) from None
+    except MultiPartException as error:
+        raise bad_request(f"the request is not a valid multipart form: {error.message}", "invalid_form") from None
+    except ClientDisconnect:
+        raise _client_gone() from None
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise bad_request("no audio: send the file as the multipart field 'file'", "missing_file", "file")
+        options = _options(form, backend)
+        # a file libsndfile cannot open is refused here, without taking a place in the queue
+        await asyncio.to_thread(_check_readable, upload)
+        try:
+            job = pool.submit(lambda models, cancel: backend.transcribe(models, upload.file, cancel=cancel, **options))
+        except QueueFullError as full:
+            raise ApiError(503, str(full), "queue_full", type="server_error",
+                           headers={"Retry-After": str(full.retry_after)}) from None
+        document = await _wait(request, job)
+        return _render(document, options["response_format"], options["granularities"])
+    finally:
+        await form.close()
+
+
+def _options(form: Any, backend: Backend) -> dict[str, Any]:
+    config = backend.config
+    model = _text(form, "model")
+    if model is None:
+        raise bad_request(f"'model' is required; this server serves {list(config.model_ids)}", "missing_model", "model")
+    if model not in config.model_ids:
+        raise ApiError(404, f"model {model!r} is not served here; use one of {list(config.model_ids)}",
+                       "model_not_found", param="model")
+    response_format = _text(form, "response_format") or "json"
+    if response_format not in RESPONSE_FORMATS:
+        raise bad_request(f"response_format={response_format!r}; use one of {list(RESPONSE_FORMATS)}",
+                          "invalid_response_format", "response_format")
+    granularities = tuple(str(g) for g in form.getlist("timestamp_granularities[]"))
+    for granularity in granularities:
+        if granularity not in GRANULARITIES:
+            raise bad_request(f"timestamp_granularities[] has {granularity!r}; use 'word' and/or 'segment'",
+                              "invalid_timestamp_granularities", "timestamp_granularities[]")
+    if granularities and response_format != "verbose_json":
+        raise bad_request("timestamp_granularities[] needs response_format=verbose_json",
+                          "invalid_timestamp_granularities", "timestamp_granularities[]")
+    if "word" in granularities and config.aligner is None:
+        raise bad_request("word timestamps need the forced aligner, and this server runs with --aligner none",
+                          "word_timestamps_unavailable", "timestamp_granularities[]")
+    temperature = _text(form, "temperature")
+    if temperature is not None:
+        try:
+            value = float(temperature)
+        except ValueError:
+            value = -1.0
+        if value != 0.0:
+            raise bad_request(f"temperature={temperature!r}; decoding is greedy, so only 0 is accepted",
+                              "invalid_temperature", "temperature")
+    language = _text(form, "language") or None
+    if language is not None:
+        backend.check_language(language)
+    return {"language": language, "context": _text(form, "prompt") or None,
+            "words": "word" in granularities or response_format in ("srt", "vtt"),
+            "response_format": response_format, "granularities": granularities}
+
+
+def _text(form: Any, name: str) -> str | None:
+    value = form.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise bad_request(f"'{name}' must be a text field, not a file", "invalid_field", name)
+    return value
+
+
+async def _wait(request: Request, job: Job) -> Any:
+    """The job's result; if the client disconnects first, cancel the job and answer 499."""
+    while True:
+        done, _ = await asyncio.wait({job.future}, timeout=_DISCONNECT_POLL_S)
+        if done:
+            try:
+                return job.future.result()
+            except Exception as error:
+                raise from_exception(error) from error
+        if await request.is_disconnected():
+            if job.abandon():  # running: it stops within a decode step; wait so its upload stays open
+                with contextlib.suppress(Exception):
+                    await job.future
+            raise _client_gone()
+
+
+def _client_gone() -> ApiError:
+    return ApiError(CLIENT_CLOSED, "the client closed the connection; recognition was stopped", "cancelled",
+                    type="cancelled")
+
+
+def _check_readable(upload: UploadFile) -> None:
+    from onespeech.features import AudioError, AudioFileSource
+
+    try:
+        AudioFileSource(upload.file).close()  # reads the header only
+    except AudioError as error:
+        raise bad_request(f"the uploaded file is not usable audio: {error}", "unreadable_audio", "file") from None
+    finally:
+        upload.file.seek(0)
+
+
+def _render(document: Any, response_format: str, granularities: tuple[str, ...]) -> Response:
+    if response_format == "json":
+        return JSONResponse({"text": document.text})
+    if response_format == "text":
+        return PlainTextResponse(document.text)
+    if response_format == "verbose_json":
+        return JSONResponse(verbose_json(document, granularities))
+    from onespeech.speech.server.responses import subtitles
+
+    return PlainTextResponse(subtitles(document, response_format))

@@ -1,0 +1,75 @@
+"""What the server runs on each worker: a Transcriber whose models stay loaded.
+
+``load_shared`` loads what every worker shares read-only (the VAD); ``load_worker``
+runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
+is loaded at once and whose aligner is loaded at the first request that needs word
+times; both then stay loaded until the server stops. A request with its own prompt
+(context) loads a recognizer for that request (the weights are memory-mapped, so
+this maps the same files again rather than copying them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+from onespeech.kernels.cancel import Cancel
+from onespeech.speech.server.config import ServerConfig
+from onespeech.speech.server.errors import bad_request
+
+
+class Backend:
+    """Model loading and the two kinds of work: a whole upload, and one live chunk."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.vad: Any = None
+        self._languages: Any = None
+
+    def load_shared(self) -> None:
+        from onespeech.speech.streaming import load_vad
+
+        self.vad = load_vad(self.config.vad)
+
+    def load_worker(self) -> Any:
+        from onespeech.speech.transcribe import Transcriber
+
+        config = self.config
+        transcriber = Transcriber(
+            config.model, language=config.language, aligner=config.aligner, context=config.context,
+            precision=config.precision, threads=config.threads, max_new_tokens=config.max_new_tokens,
+            progress=False, speakers=False, vad=self.vad, keep_loaded=True,
+        )
+        try:
+            recognizer = transcriber.recognizer()  # now, not at the first request; the aligner at its first use
+        except BaseException:
+            transcriber.close()
+            raise
+        self._languages = recognizer.languages
+        return transcriber
+
+    def close_worker(self, transcriber: Any) -> None:
+        transcriber.close()
+
+    def check_language(self, language: str) -> None:
+        from onespeech.qwen3 import UnsupportedLanguageError
+
+        if self._languages is None:
+            return  # no worker loaded yet: the worker checks it
+        try:
+            self._languages.resolve(language)
+        except UnsupportedLanguageError as error:
+            raise bad_request(str(error), "unsupported_language", "language") from None
+
+    def transcribe(self, transcriber: Any, file: BinaryIO, *, language: str | None, context: str | None,
+                   words: bool, cancel: Cancel, **_: Any) -> Any:
+        """The Document of one upload (word timings only when asked for: they cost an aligner pass)."""
+        return transcriber.transcribe(file, language=language or self.config.language,
+                                      context=context if context is not None else self.config.context,
+                                      align=words, cancel=cancel)
+
+    def recognize_chunk(self, transcriber: Any, closed: Any, *, language: str | None, cancel: Cancel) -> Any:
+        """The final of one closed live chunk (the file path's per-chunk function)."""
+        from onespeech.speech.chunk import recognize_chunk
+
+        return recognize_chunk(transcriber.recognizer(), closed.pcm, closed.chunk.start, closed.chunk.end,
+                               language=language or self.config.language, cancel=cancel)

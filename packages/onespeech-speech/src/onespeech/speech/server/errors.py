@@ -1,0 +1,73 @@
+"""Structured JSON errors in the OpenAI shape: ``{"error": {"message", "type", "param", "code"}}``.
+
+Status codes: 400 bad input (unreadable audio, unsupported language, context too
+long, bad form fields), 404 unknown model, 413 request body over the limit, 422 a
+chunk reached max_new_tokens, 499 the client went away (recognition was cancelled),
+503 the queue is full (with ``Retry-After``), 500 anything unexpected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CLIENT_CLOSED = 499  # nginx's "client closed request": the response has nobody to go to
+
+
+@dataclass
+class ApiError(Exception):
+    """An error answered as JSON with ``status``.
+
+    Attributes
+    ----------
+    status : int
+    message : str
+        What was wrong and what is allowed.
+    type : str
+        OpenAI error type (``invalid_request_error``, ``server_error`` ...).
+    code : str
+        Machine-readable reason (``unreadable_audio``, ``queue_full`` ...).
+    param : str or None
+        The form field at fault, if any.
+    headers : dict
+        Extra response headers (``Retry-After``).
+    """
+
+    status: int
+    message: str
+    code: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
+
+    def body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_request(message: str, code: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, code, param=param)
+
+
+def from_exception(error: BaseException) -> ApiError:
+    """Map a library exception raised by a transcription to its API error."""
+    from onespeech.features import AudioError, PcmError
+    from onespeech.kernels.errors import OperationCancelledError
+    from onespeech.qwen3 import ContextError, MaxNewTokensError, UnsupportedLanguageError
+
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, OperationCancelledError):
+        return ApiError(CLIENT_CLOSED, "the client closed the connection; recognition was stopped", "cancelled",
+                        type="cancelled")
+    if isinstance(error, (AudioError, PcmError)):
+        return bad_request(f"the uploaded file is not usable audio: {error}", "unreadable_audio", "file")
+    if isinstance(error, UnsupportedLanguageError):
+        return bad_request(str(error), "unsupported_language", "language")
+    if isinstance(error, ContextError):
+        return bad_request(str(error), "invalid_prompt", "prompt")
+    if isinstance(error, MaxNewTokensError):
+        return ApiError(422, str(error), "max_new_tokens")
+    return ApiError(500, f"internal error ({type(error).__name__}); the server keeps running", "internal_error",
+                    type="server_error")

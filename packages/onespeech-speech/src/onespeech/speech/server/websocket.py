@@ -1,0 +1,200 @@
+"""``WS /v1/audio/stream``: a LiveSession over a WebSocket.
+
+Query parameters: ``sample_rate`` (default 16000; other rates are resampled),
+``encoding`` (``pcm_s16le``, the default, or ``pcm_f32le``), ``language`` (forces it).
+
+Client -> server: binary frames of mono PCM in that encoding (any size; a frame may
+split a sample), then the text frame ``{"type": "finish"}`` to flush the last chunk.
+Server -> client, as JSON text frames, in order:
+``{"type": "final", "start", "end", "text", "language", "finish"}`` for each final (the same
+finals a ``LiveSession`` returns), then ``{"type": "done", "duration"}`` after a finish,
+and the server closes the socket. Errors are ``{"type": "error", "error": {...}}``
+(the HTTP error shape) followed by a close: 1008 for bad input, 1013 when the queue
+is full (try again later), 1011 for anything else. Each closed chunk is a job in the
+same bounded queue as file requests, one at a time per session; if the client goes
+away, its queued or running chunk is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import numpy as np
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.speech.live_chunks import ClosedChunk, LiveChunker
+from onespeech.speech.server.backend import Backend
+from onespeech.speech.server.errors import ApiError, bad_request, from_exception
+from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
+from onespeech.speech.streaming import StreamResampler
+
+ENCODINGS: dict[str, np.dtype] = {"pcm_s16le": np.dtype("<i2"), "pcm_f32le": np.dtype("<f4")}
+_CLOSE_BAD_INPUT, _CLOSE_TRY_LATER, _CLOSE_INTERNAL = 1008, 1013, 1011
+
+
+_MAX_WAITING_CHUNKS = 2  # closed chunks a session holds before it stops reading the socket
+
+
+class _Stopped(Exception):
+    """The recognizing side ended with an error it has already sent to the client."""
+
+
+async def stream_endpoint(websocket: WebSocket, backend: Backend, pool: WorkerPool[Any]) -> None:
+    """One live session: read frames, chunk them, recognize chunks one at a time, send finals in order.
+
+    A session has at most one job in the pool's queue (its chunks are recognized in
+    order, one after the other), so one fast client cannot fill the queue. When it
+    holds ``_MAX_WAITING_CHUNKS`` closed chunks it stops reading the socket, and TCP
+    flow control slows the client down: memory stays bounded however fast audio comes.
+    """
+    await websocket.accept()
+    recognizer: _Recognizer | None = None
+    try:
+        sample_rate, dtype, language = _parameters(websocket, backend)
+        chunker = LiveChunker(backend.vad)
+        resampler = StreamResampler()
+        recognizer = _Recognizer(websocket, backend, pool, language)
+        leftover = b""
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("bytes") is not None:
+                data = leftover + message["bytes"]
+                usable = len(data) - len(data) % dtype.itemsize
+                leftover = data[usable:]
+                block = np.frombuffer(data[:usable], dtype=dtype)
+                for chunk in await asyncio.to_thread(_feed, chunker, resampler, block, sample_rate):
+                    await recognizer.put(chunk)
+                continue
+            _check_finish(message.get("text"))
+            if leftover:
+                raise bad_request(f"the stream ended inside a sample ({len(leftover)} stray bytes)", "invalid_audio")
+            for chunk in await asyncio.to_thread(_finish, chunker, resampler):
+                await recognizer.put(chunk)
+            await recognizer.finish()
+            await websocket.send_json({"type": "done", "duration": chunker.n_samples / SAMPLE_RATE})
+            await websocket.close(1000)
+            return
+    except (WebSocketDisconnect, _Stopped):
+        return
+    except Exception as error:
+        await _send_error(websocket, from_exception(error))
+    finally:
+        if recognizer is not None:
+            await recognizer.stop()
+
+
+class _Recognizer:
+    """The session's recognizing side: a task that takes closed chunks in order."""
+
+    def __init__(self, websocket: WebSocket, backend: Backend, pool: WorkerPool[Any], language: str | None):
+        self._websocket = websocket
+        self._backend = backend
+        self._pool = pool
+        self._language = language
+        self._chunks: asyncio.Queue[ClosedChunk | None] = asyncio.Queue(_MAX_WAITING_CHUNKS)
+        self._job: Job | None = None
+        self._task = asyncio.create_task(self._run())
+
+    async def put(self, chunk: ClosedChunk | None) -> None:
+        """Hand over a chunk; waits while the session already holds the maximum."""
+        put = asyncio.ensure_future(self._chunks.put(chunk))
+        await asyncio.wait({put, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if not put.done():
+            put.cancel()
+            raise _Stopped()
+
+    async def finish(self) -> None:
+        """Wait until every chunk handed over has its final sent."""
+        await self.put(None)
+        await asyncio.wait({self._task})
+        if self._task.result() is not None:
+            raise _Stopped()
+
+    async def stop(self) -> None:
+        if self._job is not None:
+            self._job.abandon()  # a chunk waiting or running for a client that is gone
+        if not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+    async def _run(self) -> ApiError | None:
+        while True:
+            chunk = await self._chunks.get()
+            if chunk is None:
+                return None
+            try:
+                segment = await self._recognize(chunk)
+            except Exception as error:
+                api = from_exception(error)
+                await _send_error(self._websocket, api)
+                return api
+            if segment.text:
+                await self._websocket.send_json({
+                    "type": "final", "start": segment.start, "end": segment.end, "text": segment.text,
+                    "language": segment.language, "finish": segment.finish,
+                })
+
+    async def _recognize(self, chunk: ClosedChunk) -> Any:
+        backend, language = self._backend, self._language
+
+        def run(models: Any, cancel: Any) -> Any:
+            return backend.recognize_chunk(models, chunk, language=language, cancel=cancel)
+
+        try:
+            self._job = self._pool.submit(run)
+        except QueueFullError as full:
+            raise ApiError(503, str(full), "queue_full", type="server_error") from None
+        try:
+            return await self._job.future
+        finally:
+            self._job = None
+
+
+async def _send_error(websocket: WebSocket, error: ApiError) -> None:
+    code = _CLOSE_TRY_LATER if error.status == 503 else _CLOSE_BAD_INPUT if error.status < 500 else _CLOSE_INTERNAL
+    with contextlib.suppress(Exception):  # the client may be gone already
+        await websocket.send_json({"type": "error", **error.body()})
+        await websocket.close(code)
+
+
+def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, str | None]:
+    query = websocket.query_params
+    try:
+        sample_rate = int(query.get("sample_rate", SAMPLE_RATE))
+    except ValueError:
+        sample_rate = 0
+    if sample_rate < 1:
+        raise bad_request(f"sample_rate={query.get('sample_rate')!r}; give a positive whole number of Hz",
+                          "invalid_sample_rate", "sample_rate")
+    encoding = query.get("encoding", "pcm_s16le")
+    if encoding not in ENCODINGS:
+        raise bad_request(f"encoding={encoding!r}; use one of {list(ENCODINGS)}", "invalid_encoding", "encoding")
+    language = query.get("language") or None
+    if language is not None:
+        backend.check_language(language)
+    return sample_rate, ENCODINGS[encoding], language
+
+
+def _check_finish(text: str | None) -> None:
+    try:
+        message = json.loads(text or "")
+    except json.JSONDecodeError:
+        message = None
+    if not isinstance(message, dict) or message.get("type") != "finish":
+        raise bad_request(f"unexpected text frame {text!r:.80}; send audio as binary frames and "
+                          '{"type": "finish"} to end the stream', "invalid_message")
+
+
+def _feed(chunker: LiveChunker, resampler: StreamResampler, block: np.ndarray, sample_rate: int) -> list[ClosedChunk]:
+    return chunker.feed(resampler.convert(block.astype(block.dtype.newbyteorder("="), copy=False), sample_rate))
+
+
+def _finish(chunker: LiveChunker, resampler: StreamResampler) -> list[ClosedChunk]:
+    return chunker.feed(resampler.flush()) + chunker.finish()

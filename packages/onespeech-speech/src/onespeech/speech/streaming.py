@@ -1,0 +1,259 @@
+"""Streaming sessions: live audio (``LiveSession``) and file-segment streaming (``stream_file``).
+
+Both are one-pass: audio goes through the streaming VAD once, each speech region
+becomes a chunk as soon as it closes (see :mod:`onespeech.speech.live_chunks`), and
+the chunk is recognized at once by ``recognize_chunk``, the same function file
+transcription uses for each of its chunks. So every final is exactly what the
+offline path gives for the same samples, and no final waits for the end of the
+input. The models needed for finals are loaded when the session starts and stay
+loaded until it ends. Finals only: this model family declares no live partials.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import soxr
+
+from onespeech.features import AudioFileSource, SileroVad, VadOptions
+from onespeech.features.errors import PcmShapeError
+from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.kernels.cancel import Cancel, check_cancel
+from onespeech.kernels.precision import Precision
+from onespeech.qwen3 import Qwen3Recognizer
+from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
+from onespeech.speech.document import Segment
+from onespeech.speech.live_chunks import LiveChunker
+
+_INT16_SCALE = 1.0 / 32768.0
+CHUNKING = ("region", "file")
+
+
+class StreamResampler:
+    """Blocks at one input rate -> 16 kHz float32, through soxr's streaming resampler.
+
+    int16 blocks are scaled by 1/32768; float blocks are taken as they are. The rate
+    is fixed by the first block; soxr's stream gives the samples of a one-shot
+    resample of the whole stream (at "HQ" quality, as file decoding uses).
+    """
+
+    def __init__(self) -> None:
+        self.sample_rate: int | None = None
+        self._resampler: soxr.ResampleStream | None = None
+
+    def convert(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+        """One block (1-D int16 or float) at ``sample_rate`` -> 16 kHz float32 samples (maybe fewer)."""
+        if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 1:
+            raise ValueError(f"sample_rate={sample_rate!r}; give a positive whole number of samples per second")
+        if self.sample_rate is None:
+            self.sample_rate = sample_rate
+            if sample_rate != SAMPLE_RATE:
+                self._resampler = soxr.ResampleStream(sample_rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
+        elif sample_rate != self.sample_rate:
+            raise ValueError(f"sample_rate={sample_rate} differs from this stream's {self.sample_rate}; "
+                             "one session has one input rate")
+        samples = np.asarray(pcm)
+        if samples.ndim != 1:
+            raise PcmShapeError(f"a block has shape {samples.shape}; expected 1-D mono samples")
+        if samples.dtype == np.int16:
+            samples = samples.astype(np.float32) * np.float32(_INT16_SCALE)
+        elif np.issubdtype(samples.dtype, np.floating):
+            samples = samples.astype(np.float32, copy=False)
+        else:
+            raise PcmShapeError(f"a block has dtype {samples.dtype}; expected float32/float64 in [-1, 1] "
+                                "or int16 samples")
+        if self._resampler is None:
+            return samples
+        return np.ascontiguousarray(self._resampler.resample_chunk(samples), dtype=np.float32)
+
+    def flush(self) -> np.ndarray:
+        """The samples the resampler still holds (call once, at the end)."""
+        if self._resampler is None:
+            return np.zeros(0, dtype=np.float32)
+        return np.ascontiguousarray(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True),
+                                    dtype=np.float32)
+
+
+def load_vad(vad: SileroVad | str | os.PathLike[str] | None) -> SileroVad:
+    """A loaded VAD, the given path's, or the default (see ``onespeech.qwen3.vad_model``)."""
+    if isinstance(vad, SileroVad):
+        return vad
+    if vad is not None:
+        return SileroVad.load(Path(vad))
+    from onespeech.qwen3.vad_model import default_vad_path
+
+    return SileroVad.load(default_vad_path())
+
+
+class LiveSession:
+    """A live recognition session: push audio blocks, get finals as their chunks close.
+
+    Parameters
+    ----------
+    model : str or PathLike
+        Catalog id or model directory of the recognizer (loaded now, kept until ``close``).
+    language : str, optional
+        Forces the language of every final; None lets the model identify it per chunk.
+    aligner : None
+        Word timings in live finals are not offered yet; pass None.
+    context, precision, threads, max_new_tokens
+        As for ``transcribe``.
+    vad : SileroVad or path, optional
+        The voice activity detector (default: the catalog's Silero VAD).
+    vad_options : VadOptions, optional
+        Segmentation settings (default: the file path's).
+    chunking : {"region", "file"}
+        "region" (default): each VAD speech region is a chunk, recognized as soon as
+        it closes (regions over 30 s are cut at their quietest point). "file": the
+        file path's chunks (regions grouped up to 30 s, audio of at most 30 s as one
+        chunk), so the finals are exactly ``transcribe``'s segments, but a chunk
+        closes only when the next region does not fit in it or the audio ends.
+
+    Use as a context manager, or call ``close``. ``push`` and ``finish`` return
+    ``Segment`` objects with source-clock times in seconds from the first sample.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "Qwen/Qwen3-ASR-0.6B",
+        *,
+        language: str | None = None,
+        aligner: str | None = None,
+        context: str | None = None,
+        precision: str = "fp32",
+        threads: int | None = None,
+        max_new_tokens: int = 512,
+        vad: SileroVad | str | os.PathLike[str] | None = None,
+        vad_options: VadOptions | None = None,
+        chunking: str = "region",
+    ) -> None:
+        from onespeech.qwen3 import Qwen3Options
+
+        if chunking not in CHUNKING:
+            raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
+        if aligner is not None:
+            raise ValueError("live sessions return finals without word timings; pass aligner=None")
+        options = Qwen3Options(context=context, precision=Precision.parse(precision), threads=threads,
+                               max_new_tokens=max_new_tokens)
+        self._vad = load_vad(vad)
+        self._recognizer = Qwen3Recognizer.load(model, options)
+        try:
+            self._recognizer.languages.resolve(language)  # an unsupported tag fails now, not at the first final
+        except BaseException:
+            self._recognizer.close()
+            raise
+        self.language = language
+        self._chunking, self._vad_options = chunking, vad_options
+        self._closed = False
+        self.reset()
+
+    @property
+    def recognizer(self) -> Qwen3Recognizer:
+        """The session's Qwen3Recognizer (loaded for the whole session)."""
+        return self._recognizer
+
+    @property
+    def samples_heard(self) -> int:
+        """16 kHz samples received so far (the session clock)."""
+        return self._chunker.n_samples
+
+    def push(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE, *, cancel: Cancel = None) -> list[Segment]:
+        """Feed the next block; return the finals whose chunks closed with it.
+
+        Parameters
+        ----------
+        pcm : ndarray, shape (n,)
+            Mono samples: float in [-1, 1] or int16. Any length, including 0.
+        sample_rate : int
+            The block's rate; resampled to 16 kHz when it differs. Fixed per session.
+        cancel : threading.Event-like, callable or None
+            Stops a recognition in progress (raises ``RecognitionCancelled``).
+        """
+        self._check_open()
+        return self._recognize(self._chunker.feed(self._input.convert(pcm, sample_rate)), cancel)
+
+    def finish(self, *, cancel: Cancel = None) -> list[Segment]:
+        """End of the audio: return the finals of the chunks still open. The session stays loaded."""
+        self._check_open()
+        chunks = self._chunker.feed(self._input.flush()) + self._chunker.finish()
+        return self._recognize(chunks, cancel)
+
+    def reset(self) -> None:
+        """Start a new stream (clock back to 0, any rate) with the same loaded models."""
+        self._check_open()
+        self._chunker: LiveChunker | AudioChunker = (
+            LiveChunker(self._vad, self._vad_options) if self._chunking == "region"
+            else AudioChunker(self._vad, self._vad_options))
+        self._input = StreamResampler()
+
+    def close(self) -> None:
+        """Release the models."""
+        if not self._closed:
+            self._closed = True
+            self._recognizer.close()
+
+    def __enter__(self) -> LiveSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            from onespeech.kernels.errors import ObjectClosedError
+
+            raise ObjectClosedError("this LiveSession is closed; start a new one")
+
+    def _recognize(self, chunks: list[ClosedChunk], cancel: Cancel) -> list[Segment]:
+        check_cancel(cancel)
+        return recognize_closed(self._recognizer, chunks, language=self.language, cancel=cancel)
+
+
+def recognize_closed(
+    recognizer: Qwen3Recognizer, chunks: list[ClosedChunk], *, language: str | None, cancel: Cancel
+) -> list[Segment]:
+    """Finals of closed chunks, through the file path's per-chunk function (empty ones dropped)."""
+    finals = []
+    for closed in chunks:
+        segment = recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end, language=language,
+                                  cancel=cancel)
+        if segment.text:
+            finals.append(segment)
+    return finals
+
+
+def stream_file(
+    source: str | os.PathLike[str] | BinaryIO,
+    model: str | os.PathLike[str] = "Qwen/Qwen3-ASR-0.6B",
+    *,
+    language: str | None = None,
+    context: str | None = None,
+    precision: str = "fp32",
+    threads: int | None = None,
+    max_new_tokens: int = 512,
+    vad: SileroVad | str | os.PathLike[str] | None = None,
+    vad_options: VadOptions | None = None,
+    chunking: str = "file",
+    cancel: Cancel = None,
+) -> Iterator:
+    """File-segment streaming: yield each final as its chunk closes while the file is decoded.
+
+    The file is read once, block by block (no whole-file PCM is held); the session's
+    models are loaded before the first block and released when the iterator ends or
+    is closed. Same finals as a ``LiveSession`` with the same ``chunking`` fed the decoded
+    audio; with the default ``chunking="file"`` they are ``transcribe``'s segments (without
+    word timings), each yielded as soon as its chunk closes.
+    """
+    check_cancel(cancel)
+    with AudioFileSource(source) as audio, LiveSession(
+        model, language=language, context=context, precision=precision, threads=threads,
+        max_new_tokens=max_new_tokens, vad=vad, vad_options=vad_options,
+        chunking=chunking,
+    ) as session:
+        for block in audio.blocks():
+            yield from session.push(block, cancel=cancel)
+        yield from session.finish(cancel=cancel)

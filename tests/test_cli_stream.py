@@ -1,0 +1,65 @@
+"""`onespeech stream -`: raw S16LE or a WAV stream on stdin, finals on stdout as they come."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from onespeech.features import load_audio
+from onespeech.speech.cli import main
+from onespeech.speech.commands.stream import text_line
+from onespeech.speech.streaming import LiveSession
+
+BUDGET = 12  # tokens per chunk: keeps the tests fast (a final that reaches it says so)
+
+
+@pytest.fixture(scope="module")
+def pcm16(clips: dict[str, Path]) -> np.ndarray:
+    return np.round(load_audio(clips["joined"])[: 20 * 16000] * 32767).astype(np.int16)
+
+
+@pytest.fixture(scope="module")
+def want(runtime_dirs, vad_path: Path, pcm16: np.ndarray) -> list:  # type: ignore[no-untyped-def]
+    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
+        return session.push(pcm16) + session.finish()
+
+
+def _stream(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], runtime_dirs, vad_path: Path,  # type: ignore[no-untyped-def]
+            data: bytes, *extra: str) -> list[str]:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
+    status = main(["stream", "-", "-m", str(runtime_dirs.asr), "--threads", "1", "--max-new-tokens", str(BUDGET),
+                   *extra])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    return out.out.splitlines()
+
+
+def test_raw_pcm_prints_each_final_with_times(monkeypatch, capsys, runtime_dirs, vad_path, pcm16, want) -> None:  # type: ignore[no-untyped-def]
+    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, pcm16.astype("<i2").tobytes())
+    assert len(want) >= 2
+    assert lines == [text_line(s) for s in want]
+
+
+def test_a_wav_stream_as_jsonl(monkeypatch, capsys, runtime_dirs, vad_path, pcm16, want) -> None:  # type: ignore[no-untyped-def]
+    buffer = io.BytesIO()
+    soundfile.write(buffer, pcm16, 16000, format="WAV", subtype="PCM_16")
+    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, buffer.getvalue(), "--format", "jsonl")
+    records = [json.loads(line) for line in lines]
+    assert [(r["start"], r["end"], r["text"], r["language"], r["finish"]) for r in records] == [
+        (s.start, s.end, s.text, s.language, s.finish) for s in want
+    ]
+
+
+def test_raw_pcm_at_another_rate_is_resampled(monkeypatch, capsys, runtime_dirs, vad_path, pcm16) -> None:  # type: ignore[no-untyped-def]
+    half = pcm16[::2].copy()  # played as 8 kHz
+    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
+        want = session.push(half, 8000) + session.finish()
+    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, half.astype("<i2").tobytes(), "--rate", "8000")
+    assert lines == [text_line(s) for s in want]
