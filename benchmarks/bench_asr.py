@@ -22,8 +22,12 @@ the ratio ours / reference:
 Each system runs in its own process (ours with this interpreter, the reference with
 ``--reference-python``), one after the other, so peak RSS is per system; the warm
 loads are timed in a process of their own before it, so the measured process loads
-the model once, as an application does. With ``--precision bf16`` our FP32 also runs,
-right after our BF16, and the table adds its decode time and the BF16 / FP32 ratios.
+the model once, as an application does. ``--precision both`` (the default) runs
+every system in FP32 and in BF16 and ends with one table of both precisions (medians,
+the ratios to the reference and ours BF16 / ours FP32); ``--precision bf16`` alone
+still runs our FP32 right after our BF16 and adds its decode time and the BF16 / FP32
+ratio. Every header names the compiled kernel variant that ran (``avx512bf16`` is the
+one whose bf16 GEMM is VDPBF16PS).
 ``--rounds N`` repeats that sequence N times (ours, [our FP32,] reference, ours, ...)
 and pools each system's samples, so a slow drift of the machine's speed, common on
 shared hosts, falls on every system instead of on whichever ran last; peak RSS is
@@ -49,7 +53,7 @@ from pathlib import Path
 # Import onespeech before numpy, as an application does, so that onespeech.kernels
 # can shorten OpenBLAS's idle spinning before numpy loads it (docs/kernels.md, "Threads").
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
-import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
+import onespeech.kernels  # noqa: E402,I001  (first: sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -99,6 +103,9 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
             rec.close()
         return {"stages": {"load": loads}}
     rec = Qwen3Recognizer.load(args.checkpoint, options)
+    kernels = onespeech.kernels.info()
+    # which compiled variant ran (the bf16 GEMM is VDPBF16PS only in "avx512bf16")
+    result["kernels"] = {key: kernels[key] for key in ("variant", "openmp", "lanes", "supported", "cpu_features")}
     # the runtime's head file repeats the tied embedding and is never read
     used = [n for n in rec._model if n != "thinker.lm_head.weight"]
     result["weights_bytes"] = int(sum(rec._model[n].nbytes for n in used))
@@ -291,10 +298,40 @@ def _fmt(values: list[float], scale: float, unit: str) -> str:
     return f"{statistics.median(v):8.1f} {unit} ({min(v):.1f}..{max(v):.1f})"
 
 
-def _bf16_over_fp32(ours: dict, ours_fp32: dict, label: str) -> float:
-    """Median BF16 decode time over our FP32's, one clip (the target is at most 0.55)."""
-    b, f = (statistics.median(r["stages"][label]["decode"]) for r in (ours, ours_fp32))
+def _bf16_over_fp32(ours: dict, ours_fp32: dict, label: str, stage: str = "decode") -> float:
+    """Median BF16 time of one stage over our FP32's, one clip (decode: at most 0.55; encoder, prefill: at most 1)."""
+    b, f = (statistics.median(r["stages"][label][stage]) for r in (ours, ours_fp32))
     return b / f
+
+
+def _kernels(result: dict) -> str:
+    k = result.get("kernels")
+    return f"kernels {k['variant']}" if k else "kernels unknown"
+
+
+def _bandwidth(ours: dict, args: argparse.Namespace) -> float:
+    """GB/s for the decode floor: --bandwidth-gbs, else the probe of this run (FP32's convert step)."""
+    return args.bandwidth_gbs or ours["fp32"].get("bandwidth_gbs", float("nan"))
+
+
+def _summary(ours: dict, ref: dict, args: argparse.Namespace) -> None:
+    """Both precisions side by side, medians in ms: the issue's table, with the ratios of its targets."""
+    for label in CLIPS:
+        print(f"\n{args.checkpoint.name} fp32 and bf16 | clip {label} | threads {args.threads} | "
+              f"ours: fp32 {_kernels(ours['fp32'])}, bf16 {_kernels(ours['bf16'])}")
+        print(f"{'stage':<15}{'ours fp32':>10}{'ref fp32':>10}{'ratio':>7}{'ours bf16':>11}{'ref bf16':>10}"
+              f"{'ratio':>7}{'ours bf16/fp32':>16}")
+        for stage in ("encoder", "prefill", "decode"):
+            o32, r32, o16, r16 = (statistics.median(r["stages"][label][stage]) * 1e3
+                                  for r in (ours["fp32"], ref["fp32"], ours["bf16"], ref["bf16"]))
+            unit = "ms/tok" if stage == "decode" else "ms"
+            extra = ""
+            if stage == "decode":  # share of the memory-bound limit (every decoder weight read once per token)
+                extra = "   of the memory bound: " + ", ".join(
+                    f"{p} {ours[p]['decode_bytes'] / _bandwidth(ours, args) / 1e6 / o:.0%}"
+                    for p, o in (("fp32", o32), ("bf16", o16)))
+            print(f"{stage + ' ' + unit:<15}{o32:10.1f}{r32:10.1f}{o32 / r32:7.2f}{o16:11.1f}{r16:10.1f}"
+                  f"{o16 / r16:7.2f}{o16 / o32:16.2f}{extra}")
 
 
 def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str, ours_fp32: dict | None = None) -> None:
@@ -303,7 +340,7 @@ def _table(ours: dict, ref: dict, args: argparse.Namespace, blas: str, ours_fp32
     floor_ms = ours["decode_bytes"] / bandwidth / 1e9 * 1e3
     for label in CLIPS:
         print(f"\n{args.checkpoint.name} {args.precision} | clip {label} | threads {args.threads} | tokens {args.tokens} "
-              f"| repeats {args.repeats} x rounds {args.rounds} | {blas}")  # fmt: skip
+              f"| repeats {args.repeats} x rounds {args.rounds} | {blas} | ours: {_kernels(ours)}")  # fmt: skip
         print(f"{'stage':<16}{'ours median (min..max)':<32}{'reference median (min..max)':<34}ratio")
         rows = [("load", "load", 1.0, "s")] + [
             (name, name, 1e3, "ms") for name in ("features", "encoder", "prefill")
@@ -342,7 +379,8 @@ def main() -> int:
     parser.add_argument("--reference-python", default=os.environ.get("ONESPEECH_REF_PYTHON", sys.executable))
     parser.add_argument("--bandwidth-gbs", type=float, default=None,
                         help="memory bandwidth for the decode floor (default: measured in this run)")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "both"), default="both",
+                        help="both (default): every system in FP32 and in BF16, and a table of both")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--worker", choices=("convert", "ours", "reference"), help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -360,48 +398,53 @@ def main() -> int:
         return 0
 
     _prepare_checkpoint(args.checkpoint)
+    precisions = ("fp32", "bf16") if args.precision == "both" else (args.precision,)
+    # ours in each precision asked, and our FP32 whenever BF16 runs: the anchor of the BF16 targets
+    ours_precisions = ("fp32", "bf16") if "bf16" in precisions else precisions
+    at = {p: argparse.Namespace(**{**vars(args), "precision": p}) for p in ours_precisions}
     with tempfile.TemporaryDirectory(prefix="bench_asr_") as tmp:
         work = Path(tmp)
         clips = _clips(work)
-        converted = _run_worker(sys.executable, "convert", args, clips, work / "convert.json")
-        fp32_args = argparse.Namespace(**{**vars(args), "precision": "fp32"})
-        if args.precision == "bf16":
-            _run_worker(sys.executable, "convert", fp32_args, clips, work / "convert_fp32.json")
-        runs: dict[str, list[dict]] = {"ours": [], "ours_fp32": [], "reference": []}
-        for _ in range(args.rounds):
-            runs["ours"].append(_run_worker(sys.executable, "ours", args, clips, work / "ours.json"))
-            if args.precision == "bf16":  # our FP32 right after: the anchor of the BF16 targets
-                runs["ours_fp32"].append(_run_worker(sys.executable, "ours", fp32_args, clips, work / "ours_fp32.json"))
-            if not args.skip_reference:
-                runs["reference"].append(
-                    _run_worker(args.reference_python, "reference", args, clips, work / "reference.json")
-                )
-        ours = _pool(runs["ours"])
-        for key in ("first_load_with_conversion_s", "bandwidth_gbs"):
-            if key in converted:
-                ours[key] = converted[key]
-        ours_fp32 = _pool(runs["ours_fp32"]) if runs["ours_fp32"] else None
+        converted = {p: _run_worker(sys.executable, "convert", at[p], clips, work / f"convert_{p}.json")
+                     for p in ours_precisions}
+        runs: dict[tuple[str, str], list[dict]] = {}
+        for _ in range(args.rounds):  # interleaved: ours, [our FP32,] reference, per precision
+            for p in precisions:
+                for q in (p, "fp32") if p == "bf16" and "fp32" not in precisions else (p,):
+                    runs.setdefault(("ours", q), []).append(
+                        _run_worker(sys.executable, "ours", at[q], clips, work / f"ours_{q}.json"))
+                if not args.skip_reference:
+                    runs.setdefault(("reference", p), []).append(
+                        _run_worker(args.reference_python, "reference", at[p], clips, work / f"reference_{p}.json"))
+        ours = {q: _pool(runs[("ours", q)]) for q in ours_precisions}
+        for q in ours_precisions:
+            for key in ("first_load_with_conversion_s", "bandwidth_gbs"):
+                if key in converted[q]:
+                    ours[q][key] = converted[q][key]
         if args.skip_reference:
-            print(json.dumps({"ours": ours, "ours_fp32": ours_fp32} if ours_fp32 else ours, indent=1))
-            if ours_fp32:  # the BF16-to-our-FP32 target needs no reference run
-                for label in (k for k, v in ours["stages"].items() if isinstance(v, dict)):
-                    print(f"{label}: decode bf16 {_fmt(ours['stages'][label]['decode'], 1e3, 'ms/tok')}, "
-                          f"fp32 {_fmt(ours_fp32['stages'][label]['decode'], 1e3, 'ms/tok')}, "
-                          f"bf16 / fp32 {_bf16_over_fp32(ours, ours_fp32, label):.2f}")
+            print(json.dumps(ours, indent=1))
+            if "bf16" in ours:  # the BF16-to-our-FP32 targets need no reference run
+                for label in CLIPS:
+                    print(f"{label}: " + ", ".join(
+                        f"{stage} bf16 / fp32 {_bf16_over_fp32(ours['bf16'], ours['fp32'], label, stage):.2f}"
+                        for stage in ("encoder", "prefill", "decode")))
             return 0
-        ref = _pool(runs["reference"])
+        ref = {p: _pool(runs[("reference", p)]) for p in precisions}
     saved = ROOT / "build" / f"bench_asr_{args.precision}.json"  # the raw timings, to reprint or compare
     saved.parent.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "ours": ours, "reference": ref,
-                                 "ours_fp32": ours_fp32}))
+    saved.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "ours": ours, "reference": ref}))
     try:
         from threadpoolctl import threadpool_info
 
         blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version')}" for i in threadpool_info() if i["user_api"] == "blas"}))
     except ImportError:
         blas = "blas unknown"
-    print(f"python {platform.python_version()} | numpy {np.__version__} | torch {ref.get('versions', {}).get('torch')}")
-    _table(ours, ref, args, blas, ours_fp32)
+    first = ref[precisions[0]]
+    print(f"python {platform.python_version()} | numpy {np.__version__} | torch {first.get('versions', {}).get('torch')}")
+    for p in precisions:
+        _table(ours[p], ref[p], at[p], blas, ours["fp32"] if p == "bf16" else None)
+    if len(precisions) == 2:
+        _summary(ours, ref, args)
     return 0
 
 

@@ -11,8 +11,10 @@ and decodes the ids back, measuring ours, the slow class, the fast class and the
 fast class's Rust backend (called directly) alternately in the same run. The
 first encode of each (empty word caches) is its own row; the other rows take the
 median over the repeats, min..max beside it. A second table encodes and decodes
-the same text line by line (one call per line). All must produce identical ids
-and text, or the benchmark fails.
+the same text line by line (one call per line). A third encodes 1 MiB of one
+repeated character, a single pre-token (the hostile case: ~7 s in our heap BPE
+before the string passes), with a different length each run so no word cache
+hits. All must produce identical ids and text, or the benchmark fails.
 """
 
 from __future__ import annotations
@@ -141,6 +143,39 @@ def measure(tokenizers: dict, inputs: list[str], repeats: int) -> dict:
     return rates
 
 
+REPEATED = ["a", " ", "語", "😀"]  # one to four UTF-8 bytes per character
+
+
+def measure_repeated(tokenizers: dict, unit: str, repeats: int) -> dict[str, list[float]]:
+    """Seconds per encode of just under 1 MiB of ``unit``, each run one character shorter (no cache hits)."""
+    seconds: dict[str, list[float]] = {n: [] for n in NAMES}
+    for rep in range(repeats):
+        text = unit * (TARGET_BYTES // len(unit.encode("utf-8")) - rep)
+        reference = None
+        for name in NAMES:
+            encode = encoder(name, tokenizers[name])
+            took, ids = timed(lambda encode=encode, text=text: encode(text))
+            reference = ids if reference is None else reference
+            if ids != reference:
+                raise SystemExit(f"FAIL: {name} ids differ from ours on {len(text)} x {unit!r}")
+            seconds[name].append(took)
+    return seconds
+
+
+def print_repeated(tokenizers: dict, repeats: int) -> None:
+    print(f"one pre-token: {TARGET_BYTES:,} bytes of one repeated character, uncached")
+    print(f"{'character (s)':20}{'ours median (min..max)':>25}{'slow':>22}{'fast':>22}{'rust':>22}"
+          f"{'ours/slow':>10}{'ours/fast':>10}{'ours/rust':>10}")
+    for unit in REPEATED:
+        sec = measure_repeated(tokenizers, unit, repeats)
+        med = {n: statistics.median(sec[n]) for n in NAMES}
+        cells = "".join(f"{f'{med[n]:.3f} ({min(sec[n]):.3f}..{max(sec[n]):.3f})':>{25 if n == 'ours' else 22}}"
+                        for n in NAMES)
+        # ratios of throughput, as in the tables above: anchor seconds / our seconds
+        ratios = "".join(f"{med[n] / med['ours']:10.2f}" for n in NAMES[1:])
+        print(f"{ascii(unit):20}{cells}{ratios}")
+
+
 def print_table(title: str, rates: dict, with_first: bool) -> None:
     print(title)
     print(f"{'stage (tokens/s)':20}{'ours median (min..max)':>25}{'slow':>22}{'fast':>22}{'rust':>22}"
@@ -179,6 +214,7 @@ def main() -> int:
     per_line = measure(tokenizers, lines, args.repeats)
     print_table(f"the same text as {len(lines):,} lines, one encode/decode call each "
                 f"({per_line['n_tokens']:,} tokens, caches warm)", per_line, with_first=False)
+    print_repeated(tokenizers, args.repeats)
     print(f"{'load (s)':20}{load_s['ours']:>25.2f}{load_s['slow']:>22.2f}{load_s['fast']:>22.2f}{'':>22}"
           f"{load_s['slow'] / load_s['ours']:10.2f}{load_s['fast'] / load_s['ours']:10.2f}")
     print("slow: Qwen2Tokenizer; fast: Qwen2TokenizerFast.encode/decode; rust: its backend tokenizers.Tokenizer "

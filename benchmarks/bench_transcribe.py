@@ -49,9 +49,11 @@ def _peak_rss() -> int:
 
 
 def worker_ours(args: argparse.Namespace) -> dict:
-    import onespeech.speech.transcribe as pipeline
+    import importlib
+
     from onespeech.speech import transcribe
 
+    pipeline = importlib.import_module("onespeech.speech.transcribe")  # the module, not the function
     pipeline.FINISH_MAX_NEW_TOKENS = "budget reached: counted as the chunk's end in this benchmark"
     start = time.perf_counter()
     document = transcribe(args.audio, args.asr, aligner=args.aligner, language=args.language,
@@ -84,7 +86,9 @@ def _run_worker(python: str, kind: str, **kwargs: object) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3", "align",
                                                         "speech")] + [str(ROOT / "tools")])}
-    out = subprocess.run(argv, check=True, capture_output=True, text=True, env=env)
+    out = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise SystemExit(f"the {kind} worker failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

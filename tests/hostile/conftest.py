@@ -11,8 +11,8 @@ Bounding a case
 ---------------
 A case that might misbehave (allocate without limit, spin, start threads, kill
 the process) runs in its own Python process with an address-space cap
-(``resource.setrlimit(RLIMIT_AS)``), a CPU-time cap (``RLIMIT_CPU``) and a
-wall-clock timeout. Use the ``run_case`` fixture::
+(``resource.setrlimit(RLIMIT_AS)``), a CPU-time cap (``RLIMIT_CPU``: the
+timeout on every CPU) and a wall-clock timeout. Use the ``run_case`` fixture::
 
     def test_one_hertz_wav_is_refused(run_case, tmp_path):
         path = write_the_file(tmp_path)
@@ -58,6 +58,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -161,7 +162,8 @@ def run_bounded(
             text=True,
             timeout=timeout_s,
             env=child_env,
-            preexec_fn=_limits(memory_mb, int(timeout_s) + 1),
+            # CPU time: the wall-clock limit on every CPU, so only a runaway thread pool trips it first
+            preexec_fn=_limits(memory_mb, int(timeout_s * len(os.sched_getaffinity(0))) + 1),
         )
     except subprocess.TimeoutExpired as error:
         pytest.fail(f"the case ran longer than {timeout_s} s (the bound for this case); stderr: {error.stderr!r}")
@@ -176,6 +178,8 @@ def run_bounded(
         result.traceback = report.get("traceback", "")
     elif done.returncode == 0:
         pytest.fail(f"the case exited without reporting: {result.describe()}")
+    elif done.returncode == -signal.SIGXCPU:
+        pytest.fail(f"the case used more CPU time than its limit (timeout_s on every CPU): {result.describe()}")
     return result
 
 

@@ -94,14 +94,23 @@ def test_wav_header_longer_than_its_data_raises(tmp_path: Path) -> None:
         AudioFileSource(tmp_path / "long.wav")
 
 
-@pytest.mark.parametrize("fmt", ["WAV", "FLAC"])
-def test_truncated_wav_and_flac_fail_alike(tmp_path: Path, fmt: str) -> None:
-    path = tmp_path / f"a.{fmt.lower()}"
-    soundfile.write(path, _tone(16000 * 3), 16000, subtype="PCM_16", format=fmt)
+@pytest.mark.parametrize(("fmt", "subtype", "error"), [
+    ("WAV", "PCM_16", TruncatedAudioError), ("WAV", "FLOAT", TruncatedAudioError),
+    ("WAVEX", "PCM_24", TruncatedAudioError), ("RF64", "PCM_16", TruncatedAudioError),
+    ("W64", "PCM_16", TruncatedAudioError), ("AIFF", "PCM_16", TruncatedAudioError),
+    ("AIFF", "FLOAT", TruncatedAudioError),  # written as AIFC fl32
+    ("FLAC", "PCM_16", CorruptAudioError),  # the decoder fails on the cut stream
+])
+def test_truncated_files_fail_alike(tmp_path: Path, fmt: str, subtype: str, error: type) -> None:
+    path = tmp_path / "a.audio"
+    soundfile.write(path, _tone(16000 * 3, channels=2), 16000, subtype=subtype, format=fmt)
     raw = path.read_bytes()
     path.write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(CorruptAudioError):
+    with pytest.raises(error) as caught:
         load_audio(path)
+    assert isinstance(caught.value, CorruptAudioError)
+    if error is TruncatedAudioError:
+        assert caught.value.declared_frames == 48000 and 23000 < caught.value.present_frames < 24000
 
 
 @pytest.mark.parametrize("size", [0x7FFFF000, 0xFFFFFFFF])

@@ -95,3 +95,20 @@ def test_heap_and_pass_bpe_agree(tokenizer: Qwen3Tokenizer, text: str) -> None:
     assert bpe._use_heap()  # the shipped merges are rank-monotone, so long pieces take the heap
     word = list(to_byte_chars(text))
     assert bpe._merge_heap(word) == bpe._merge_passes(word)
+
+
+@PROPS
+@given(runs=st.lists(st.tuples(st.sampled_from(list("a =!\n'語é😀") + ["ab", "語音", "\u3000"]),
+                               st.integers(min_value=1, max_value=70)), min_size=1, max_size=6))
+def test_string_passes_then_heap_agree_with_the_pass_loop(tokenizer: Qwen3Tokenizer, runs: list) -> None:
+    # repetitive pieces: the string passes finish them or hand a half-merged word to the heap
+    bpe: BytePairEncoder = tokenizer._bpe
+    text = "".join(unit * count for unit, count in runs)
+    word = list(to_byte_chars(text))
+    want = bpe._merge_passes(word)
+    merged, done = bpe._merge_string_passes(word)
+    if not done:
+        merged = bpe._merge_heap(merged) if len(merged) >= 2 else merged
+    assert merged == want
+    bpe._cache.clear()
+    assert list(bpe._encode_new(text)) == [tokenizer.token_to_id(s) for s in want]

@@ -18,9 +18,9 @@ Limits, so that a small or hostile input cannot cause unbounded work:
   to 16x (8 kHz telephony and every real rate pass);
 - each decode step reads at most 4 Mi values (all channels) and produces at most
   1 Mi output samples (65.5 s), whatever ``block_frames`` asks;
-- a WAV file whose ``data`` chunk declares more bytes than the file holds raises
-  `TruncatedAudioError` naming how much is missing (libsndfile decodes the part
-  present without a word; a truncated FLAC already failed to decode);
+- a WAV, RF64, W64 or AIFF file whose sound data declares more bytes than the file
+  holds raises `TruncatedAudioError` naming how much is missing (libsndfile decodes
+  the part present without a word; a truncated FLAC already failed to decode);
 - a non-seekable stream must look like audio in its first 64 KiB (else
   `UnreadableAudioError` before the rest is copied) and is spooled up to
   ``max_spool_bytes`` (2 GiB by default; `SpoolLimitError` beyond).
@@ -47,7 +47,7 @@ from onespeech.features.errors import (
     UnreadableAudioError,
 )
 from onespeech.features.pcm import SAMPLE_RATE
-from onespeech.features.wav_header import wav_shortfall
+from onespeech.features.pcm_header import pcm_shortfall
 from onespeech.kernels.errors import ObjectClosedError
 
 DEFAULT_BLOCK_FRAMES = 1 << 16  # input frames read per block (~1.5 s at 44.1 kHz)
@@ -93,7 +93,7 @@ class AudioFileSource:
     SampleRateError
         The file declares a sample rate outside 1000..768000 Hz.
     TruncatedAudioError
-        A WAV header declares more audio than the file holds (names how much is missing).
+        A WAV, RF64, W64 or AIFF header declares more audio than the file holds (names how much is missing).
     SpoolLimitError
         A non-seekable stream is longer than ``max_spool_bytes``.
     CorruptAudioError
@@ -153,11 +153,11 @@ class AudioFileSource:
         if self._stream is not None:
             start = self._stream_start
             size = self._stream.seek(0, os.SEEK_END) - start
-            shortfall = wav_shortfall(self._stream, start, size)
+            shortfall = pcm_shortfall(self._stream, start, size)
         else:
             assert self._path is not None
             with open(self._path, "rb") as handle:
-                shortfall = wav_shortfall(handle, 0, os.fstat(handle.fileno()).st_size)
+                shortfall = pcm_shortfall(handle, 0, os.fstat(handle.fileno()).st_size)
         if shortfall is not None:
             raise TruncatedAudioError(self.name, shortfall.declared_frames, shortfall.present_frames, rate)
 

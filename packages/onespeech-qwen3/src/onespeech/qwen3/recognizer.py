@@ -350,10 +350,11 @@ class Qwen3Recognizer:
                 f"max_new_tokens={self.options.max_new_tokens} before the model ended its answer; "
                 f"raise Qwen3Options.max_new_tokens (up to {MAX_NEW_TOKENS_LIMIT})"
             )
-        language, text = parse_output(self._decode(result.generation.ids), name)
+        language, text = parse_output(self.decode_ids(result.generation.ids), name)
         return Segment(start / SAMPLE_RATE, end / SAMPLE_RATE, text, self.languages.tag(language))
 
-    def _decode(self, ids: list[int]) -> str:
+    def decode_ids(self, ids: list[int]) -> str:
+        """The text of generated ids (special tokens skipped), before ``parse_output``."""
         # ids past the tokenizer (the embedding has padding rows) carry no text
         known = [i for i in ids if i < self.tokenizer.vocab_size]
         return self.tokenizer.decode(known, skip_special_tokens=True)

@@ -55,7 +55,7 @@ class _Bars(_Silent):
         bar = self._bars.get(stage)
         if bar is None:
             bar = self._bars[stage] = tqdm(total=round(total, 1), unit="s", desc=f"{self._label} {stage}",
-                                           file=sys.stderr, leave=False, bar_format=None)
+                                           file=sys.stderr, leave=False)
         bar.total = round(max(total, done), 1)
         bar.n = round(done, 1)
         bar.refresh()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from pathlib import Path
 
 ORDER = 20
 
@@ -110,7 +109,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from onespeech.kernels.lock import DirectoryLock
+    from onespeech.kernels.lock import LOCK_NAME, DirectoryLock
     from onespeech.qwen3.catalog import get_entry
     from onespeech.qwen3.resolve import model_dir
 
@@ -120,7 +119,7 @@ def _remove(args: argparse.Namespace) -> int:
         return 0
     with DirectoryLock(directory):  # never delete under a running fetch or conversion
         for child in directory.iterdir():
-            if child.name != Path(DirectoryLock(directory).path).name:
+            if child.name != LOCK_NAME:
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
     shutil.rmtree(directory, ignore_errors=True)
     print(f"{args.model}: removed {directory}")

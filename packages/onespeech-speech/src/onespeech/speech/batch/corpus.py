@@ -1,0 +1,226 @@
+"""transcribe_corpus: many files, resumable, on a local pool of processes or on Ray.
+
+The driver expands the inputs, skips every file whose record says it is done
+with the same options, schedules the rest longest first, and writes each
+file's outputs and then its record as results come back. Only the driver
+writes, so a killed worker or a killed driver loses at most the files in
+flight: everything recorded is complete, and a rerun redoes the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import soundfile
+
+from onespeech.speech.batch.inputs import CorpusItem, expand_inputs
+from onespeech.speech.batch.local_pool import LocalPool
+from onespeech.speech.batch.ray_pool import RayPool
+from onespeech.speech.batch.records import (
+    InputStamp,
+    Record,
+    is_current,
+    read_record,
+    record_path,
+    write_atomic,
+)
+from onespeech.speech.batch.report import BatchReport, FileFailure, WorkerLoad
+from onespeech.speech.batch.work import Task, WorkResult
+from onespeech.speech.document import Document
+from onespeech.speech.writers import parse_formats, write_outputs
+
+DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
+# options that change no output: left out of the record, so changing them skips nothing
+_RUN_ONLY = frozenset({"threads", "progress", "cancel"})
+
+Progress = Callable[[str, float, float], None]
+
+
+def transcribe_corpus(
+    inputs: Sequence[str | os.PathLike[str]],
+    output_dir: str | os.PathLike[str],
+    *,
+    model: str = DEFAULT_MODEL,
+    formats: Sequence[str] = ("json",),
+    workers: int | None = None,
+    ray_address: str | None = None,
+    retry_failed: bool = False,
+    progress: bool | Progress | None = None,
+    **transcribe_options: Any,
+) -> BatchReport:
+    """Transcribe every audio file of ``inputs`` into ``output_dir``.
+
+    Parameters
+    ----------
+    inputs : sequence of paths
+        Audio files, folders (searched recursively for audio extensions) and
+        manifests (``.txt``/``.lst``: a path per line; ``.jsonl``: objects with
+        ``path`` and optional ``language`` and ``context``).
+    output_dir : path
+        Where ``<stem>.<format>`` files go; inputs from folders keep their
+        relative folders. Next to each file's outputs a hidden record holds the
+        input's size, modification time and SHA-256 and the options.
+    model, formats, **transcribe_options
+        As ``onespeech.speech.transcribe`` and ``onespeech transcribe -f``
+        (``aligner``, ``language``, ``context``, ``precision``, ``threads``,
+        ``max_new_tokens``, ...). A manifest's per-file language and context
+        override the batch's.
+    workers : int, optional
+        Worker processes (or Ray actors), each holding one Transcriber. Default:
+        enough workers of ``threads`` threads (default 2) to use every core.
+    ray_address : str, optional
+        None runs a local process pool; ``"local"`` starts a local Ray instance;
+        any other value is passed to ``ray.init(address=...)`` (``"auto"``, or
+        ``ray://host:10001``).
+    retry_failed : bool
+        Redo only the files whose record says they failed.
+    progress : None, False or callable
+        None: a tqdm bar over audio hours on stderr when it is a terminal; False:
+        none; a callable gets ``("batch", done_seconds, total_seconds)``.
+
+    Returns
+    -------
+    BatchReport
+        A file's failure is recorded there (error type and message) and in its
+        record; it never stops the batch.
+    """
+    formats = parse_formats(formats)
+    start = time.perf_counter()
+    output = Path(output_dir)
+    expansion = expand_inputs(list(inputs))
+    options = {"model": model, **transcribe_options}
+    report = BatchReport(manifest_errors=list(expansion.errors))
+    todo: list[tuple[CorpusItem, dict[str, Any]]] = []
+    for item in expansion.items:
+        key = _record_options(options, formats, item)
+        stem = output / item.rel
+        record = read_record(record_path(stem))
+        if retry_failed:
+            wanted = record is not None and record.status == "failed"
+        else:
+            wanted = not is_current(record, item.path, key, stem.parent)
+        if wanted:
+            todo.append((item, key))
+        else:
+            report.skipped.append(str(item.path))
+    durations = [_duration(item.path) for item, _ in todo]
+    order = sorted(range(len(todo)), key=lambda i: -durations[i])
+    tasks = [Task(i, str(todo[i][0].path), todo[i][0].language, todo[i][0].context) for i in order]
+    if tasks:
+        threads, count = _split_threads(transcribe_options.get("threads"), workers, len(tasks))
+        worker_options = {**options, "threads": threads, "progress": False}
+        pool: LocalPool | RayPool
+        if ray_address is None:
+            pool = LocalPool(count, worker_options)
+        else:
+            pool = RayPool(ray_address, workers, threads, worker_options)
+        with pool, _Bar(progress, sum(durations)) as bar:
+            for result in pool.run(tasks):
+                item, key = todo[result.index]
+                seconds = durations[result.index]
+                _finish(item, key, result, seconds, output, formats, report)
+                bar.advance(seconds)
+    report.wall_seconds = time.perf_counter() - start
+    return report
+
+
+def _record_options(options: dict[str, Any], formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
+    key = {k: v for k, v in options.items() if k not in _RUN_ONLY}
+    if item.language is not None:
+        key["language"] = item.language
+    if item.context is not None:
+        key["context"] = item.context
+    key["formats"] = sorted(formats)
+    return {k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(key.items())}
+
+
+def _split_threads(threads: int | None, workers: int | None, n_files: int) -> tuple[int, int]:
+    """Threads per worker and worker count, so that workers x threads = the available cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers={workers}; it must be at least 1")
+    if threads is None:
+        threads = max(1, cores // workers) if workers is not None else min(2, cores)
+    if workers is None:
+        workers = max(1, cores // threads)
+    return threads, max(1, min(workers, n_files))
+
+
+def _duration(path: Path) -> float:
+    """Seconds of audio from the file's header; 0 when unreadable (the worker then reports why)."""
+    try:
+        return float(soundfile.info(str(path)).duration)
+    except (RuntimeError, OSError, ValueError, soundfile.LibsndfileError):
+        return 0.0
+
+
+def _finish(
+    item: CorpusItem,
+    key: dict[str, Any],
+    result: WorkResult,
+    seconds: float,
+    output: Path,
+    formats: Sequence[str],
+    report: BatchReport,
+) -> None:
+    """Write a file's outputs, then its record (the commit mark), and account for it."""
+    stem = output / item.rel
+    stamp = result.stamp or _stamp_or_unknown(item.path)
+    load = report.workers.setdefault(result.worker or "(died)", WorkerLoad())
+    load.busy_seconds += result.busy_seconds
+    if result.document is None:
+        error = {"type": result.error_type or "Error", "message": result.error_message or ""}
+        write_atomic(record_path(stem), Record(stamp, key, "failed", error=error, audio_seconds=seconds).to_json())
+        report.failed.append(FileFailure(str(item.path), error["type"], error["message"]))
+        return
+    # the item's output name ends in its input's stem, which is what write_outputs names files by
+    written = write_outputs(Document.from_dict(result.document), item.path, stem.parent, formats)
+    names = [path.name for path in written]
+    write_atomic(record_path(stem), Record(stamp, key, "done", outputs=names, audio_seconds=seconds).to_json())
+    report.done.append(str(item.path))
+    report.audio_seconds += seconds
+    load.files += 1
+    load.audio_seconds += seconds
+
+
+def _stamp_or_unknown(path: Path) -> InputStamp:
+    try:
+        return InputStamp.of(path)
+    except OSError:
+        return InputStamp(-1, -1, "")
+
+
+class _Bar:
+    """Progress over audio hours: a tqdm bar, a callback, or nothing."""
+
+    def __init__(self, progress: bool | Progress | None, total_seconds: float):
+        self._callback = progress if callable(progress) else None
+        self._total = total_seconds
+        self._done = 0.0
+        self._start = time.perf_counter()
+        self._bar: Any = None
+        if progress is None and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=round(total_seconds / 3600, 4), unit="h", desc="batch", file=sys.stderr)
+
+    def advance(self, seconds: float) -> None:
+        self._done += seconds
+        if self._callback is not None:
+            self._callback("batch", self._done, self._total)
+        if self._bar is not None:
+            wall_hours = (time.perf_counter() - self._start) / 3600
+            self._bar.set_postfix_str(f"{self._done / 3600 / wall_hours:.1f} audio h/h" if wall_hours else "")
+            self._bar.update(round(seconds / 3600, 4))
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()

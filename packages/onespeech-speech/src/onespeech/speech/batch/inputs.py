@@ -1,0 +1,171 @@
+"""The files of a corpus: paths, folders and manifests expanded into work items.
+
+An input is a file, a folder (searched recursively for audio extensions) or a
+manifest (``.txt``/``.lst``: one path per line; ``.jsonl``: one object per line
+with ``path`` and optional ``language`` and ``context``). Relative paths in a
+manifest are relative to the manifest's folder. Each item keeps the path it
+will be written under (``rel``): the file's stem for a file given directly or
+in a manifest, its path inside the folder for a folder, and inputs whose names would collide get
+their paths relative to the folder they share, so inputs with the same stem in
+different folders keep their relative folders under the output directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+AUDIO_EXTENSIONS = frozenset(
+    {".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".aiff", ".aif", ".au", ".caf", ".w64", ".m4a"}
+)
+MANIFEST_EXTENSIONS = frozenset({".txt", ".lst", ".jsonl"})
+_MANIFEST_KEYS = frozenset({"path", "language", "context"})
+
+
+class ManifestError(ValueError):
+    """A manifest line that names no usable file; ``line`` is 1-based."""
+
+    def __init__(self, manifest: Path, line: int, reason: str):
+        super().__init__(f"{manifest}:{line}: {reason}")
+        self.manifest = manifest
+        self.line = line
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CorpusItem:
+    """One audio file to transcribe.
+
+    Attributes
+    ----------
+    path : Path
+        The audio file.
+    rel : PurePosixPath
+        Its output name without the format suffix, relative to the output folder.
+    language, context : str or None
+        Per-file options from a JSONL manifest (None: the batch's options).
+    """
+
+    path: Path
+    rel: PurePosixPath
+    language: str | None = None
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What the inputs expanded to: the items, and the manifest lines that were refused."""
+
+    items: list[CorpusItem]
+    errors: list[ManifestError]
+
+
+def expand_inputs(inputs: list[str | os.PathLike[str]]) -> Expansion:
+    """Expand files, folders and manifests into corpus items, in a stable order.
+
+    A path that does not exist raises ``FileNotFoundError`` at once (a typo should
+    not cost a night's run); a bad manifest line is collected in ``errors`` and the
+    rest of the manifest goes on. An audio file reached twice is kept once.
+    Two files in one folder with the same stem (``a.wav``, ``a.flac``) raise
+    ``ValueError``: their outputs would overwrite each other.
+    """
+    if not inputs:
+        raise ValueError("no inputs; give audio files, folders or manifests (.txt, .lst, .jsonl)")
+    items: list[CorpusItem] = []
+    errors: list[ManifestError] = []
+    for raw in inputs:
+        path = Path(raw)
+        if path.is_dir():
+            items.extend(_folder_items(path))
+        elif path.is_file() and path.suffix.lower() in MANIFEST_EXTENSIONS:
+            found, bad = _manifest_items(path)
+            items.extend(found)
+            errors.extend(bad)
+        elif path.is_file():
+            items.append(CorpusItem(path, PurePosixPath(path.stem)))
+        else:
+            raise FileNotFoundError(f"input {path} does not exist")
+    return Expansion(_unique(items), errors)
+
+
+def _folder_items(folder: Path) -> list[CorpusItem]:
+    found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTENSIONS)
+    return [CorpusItem(p, PurePosixPath(p.relative_to(folder).with_suffix("").as_posix())) for p in found]
+
+
+def _manifest_items(manifest: Path) -> tuple[list[CorpusItem], list[ManifestError]]:
+    items: list[CorpusItem] = []
+    errors: list[ManifestError] = []
+    jsonl = manifest.suffix.lower() == ".jsonl"
+    with open(manifest, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            try:
+                entry: dict[str, object] = _parse_jsonl(text) if jsonl else {"path": text}
+                items.append(_manifest_item(manifest, entry))
+            except ValueError as e:
+                errors.append(ManifestError(manifest, number, str(e)))
+    return items, errors
+
+
+def _parse_jsonl(text: str) -> dict[str, object]:
+    try:
+        entry = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"not a JSON object ({e.__class__.__name__})") from None
+    if not isinstance(entry, dict):
+        raise ValueError(f"expected a JSON object with 'path', got {type(entry).__name__}")
+    unknown = set(entry) - _MANIFEST_KEYS
+    if unknown:
+        raise ValueError(f"unknown keys {sorted(unknown)}; allowed: {sorted(_MANIFEST_KEYS)}")
+    for key in _MANIFEST_KEYS:
+        if key in entry and not (entry[key] is None or isinstance(entry[key], str)):
+            raise ValueError(f"'{key}' must be a string")
+    return entry
+
+
+def _manifest_item(manifest: Path, entry: dict[str, object]) -> CorpusItem:
+    raw = entry.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise ValueError("no 'path'")
+    path = Path(raw) if Path(raw).is_absolute() else manifest.parent / raw
+    if not path.is_file():
+        raise ValueError(f"{path} is not a file")
+    language, context = entry.get("language"), entry.get("context")
+    return CorpusItem(
+        path,
+        PurePosixPath(path.stem),
+        language if isinstance(language, str) else None,
+        context if isinstance(context, str) else None,
+    )
+
+
+def _unique(items: list[CorpusItem]) -> list[CorpusItem]:
+    """Drop repeats of one file; give colliding output names their relative folders."""
+    seen: dict[Path, CorpusItem] = {}
+    for item in items:
+        seen.setdefault(item.path.resolve(), item)
+    kept = list(seen.values())
+    groups: dict[PurePosixPath, list[int]] = {}
+    for index, item in enumerate(kept):
+        groups.setdefault(item.rel, []).append(index)
+    for indexes in groups.values():
+        if len(indexes) > 1:
+            paths = [kept[i].path.resolve() for i in indexes]
+            base = Path(os.path.commonpath(paths))
+            for i, path in zip(indexes, paths, strict=True):
+                rel = PurePosixPath(path.relative_to(base).with_suffix("").as_posix())
+                kept[i] = CorpusItem(kept[i].path, rel, kept[i].language, kept[i].context)
+    names: dict[PurePosixPath, Path] = {}
+    for item in kept:
+        if item.rel in names:
+            raise ValueError(
+                f"{item.path} and {names[item.rel]} would both write '{item.rel}.*' "
+                "(same folder and stem); rename one of them"
+            )
+        names[item.rel] = item.path
+    return kept

@@ -1,0 +1,132 @@
+"""The resume record kept next to each input's outputs.
+
+A record says which input produced the outputs (size, modification time and
+SHA-256), with which options, and whether it succeeded. It is written last and
+atomically, after every output, so it is the commit mark of one file: a run
+killed at any moment leaves each input either recorded with complete outputs
+or not recorded (its outputs are then redone).
+
+Whether an input is unchanged is decided the way rsync does: a different size
+means changed; the same size and modification time means unchanged; the same
+size with another time is settled by the SHA-256 in the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD_VERSION = 1
+_HASH_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class InputStamp:
+    """An input file's identity: size, modification time (ns) and SHA-256."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> InputStamp:
+        stat = path.stat()
+        return cls(stat.st_size, stat.st_mtime_ns, file_sha256(path))
+
+
+@dataclass(frozen=True)
+class Record:
+    """What one run did with one input.
+
+    Attributes
+    ----------
+    status : str
+        "done" (every output written) or "failed".
+    options : dict
+        The options that decide the outputs (model, formats, language, ...).
+    outputs : list of str
+        Output file names, relative to the record's folder.
+    error : dict or None
+        ``{"type": ..., "message": ...}`` when failed.
+    audio_seconds : float
+        The input's duration (0 when it could not be read).
+    """
+
+    input: InputStamp
+    options: dict[str, Any]
+    status: str
+    outputs: list[str] = field(default_factory=list)
+    error: dict[str, str] | None = None
+    audio_seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({"version": RECORD_VERSION, **asdict(self)}, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Record:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
+            raise ValueError(f"not a version-{RECORD_VERSION} batch record")
+        return cls(
+            input=InputStamp(**data["input"]),
+            options=data["options"],
+            status=data["status"],
+            outputs=list(data["outputs"]),
+            error=data["error"],
+            audio_seconds=float(data["audio_seconds"]),
+        )
+
+
+def record_path(output_stem: Path) -> Path:
+    """The record of the outputs ``<stem>.<format>``: a hidden file beside them."""
+    return output_stem.with_name(f".{output_stem.name}.onespeech-record.json")
+
+
+def read_record(path: Path) -> Record | None:
+    """The record at ``path``, or None when absent or unreadable (then the input is redone)."""
+    try:
+        return Record.from_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def is_current(record: Record | None, source: Path, options: dict[str, Any], folder: Path) -> bool:
+    """True when ``record`` finished ``source`` with ``options`` and its outputs are all there."""
+    if record is None or record.status != "done" or record.options != options:
+        return False
+    if not all((folder / name).is_file() for name in record.outputs):
+        return False
+    stat = source.stat()
+    if stat.st_size != record.input.size:
+        return False
+    return stat.st_mtime_ns == record.input.mtime_ns or file_sha256(source) == record.input.sha256
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
