@@ -135,6 +135,20 @@ def test_too_short_audio_gets_the_pcm_error(make, tmp_path) -> None:  # type: ig
         make().transcribe(path)
 
 
+def test_nonfinite_and_overflowing_samples_get_the_pcm_errors(make, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from onespeech.features import NonFiniteSampleError, PcmPowerOverflowError
+
+    pcm = np.full(5 * 16000, 0.1, dtype=np.float32)
+    pcm[70000] = np.nan
+    path = tmp_path / "nan.wav"
+    soundfile.write(path, pcm, 16000, subtype="FLOAT")
+    with pytest.raises(NonFiniteSampleError, match="sample 70000 is nan"):
+        make().transcribe(path)
+    soundfile.write(path, np.full(16000, 3e38, dtype=np.float32), 16000, subtype="FLOAT")
+    with pytest.raises(PcmPowerOverflowError):
+        make().transcribe(path)
+
+
 def test_aligner_none_skips_timing_and_never_loads_it(make, clips, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(Qwen3ForcedAligner, "load", classmethod(lambda *a, **k: pytest.fail("aligner loaded")))
     document = make(aligner=None).transcribe(clips["flac"])

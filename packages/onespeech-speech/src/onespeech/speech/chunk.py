@@ -27,6 +27,7 @@ from onespeech.features import (
     VadOptions,
     VadStream,
 )
+from onespeech.features.errors import NonFiniteSampleError
 from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE, validate_pcm
 from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3 import Qwen3Recognizer
@@ -76,7 +77,10 @@ class AudioChunker:
 
     def feed(self, block: np.ndarray) -> list[ClosedChunk]:
         """Add the next samples; return the chunks they close (source order)."""
-        pcm = validate_pcm(block)
+        try:
+            pcm = validate_pcm(block)
+        except NonFiniteSampleError as error:  # name the sample on the source's clock
+            raise NonFiniteSampleError(self.n_samples + error.index, error.value) from None
         self._blocks.append(pcm)
         self.n_samples += pcm.shape[0]
         if self._stream is None:
