@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from onespeech.kernels import JsonNestingError, ModelIntegrityError, TensorFileError
+from onespeech.kernels.catalog import load_entry
+from onespeech.kernels.errors import CatalogError
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import read_holder
 from onespeech.kernels.store import read_manifest
 from onespeech.kernels.tensorfile import MAGIC, read_tensor_file
-from onespeech.qwen3.catalog import CatalogError, load_entry
 from onespeech.qwen3.config import load_config
 from onespeech.qwen3.errors import ConfigError, SafetensorsError
 from onespeech.qwen3.safetensors import open_checkpoint, read_header
