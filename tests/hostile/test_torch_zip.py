@@ -9,8 +9,6 @@ the ``os.system`` payload would create a file, and the test checks it does not.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -79,20 +77,45 @@ def test_reduce_to_os_system_is_refused_and_not_run(tmp_path: Path, layout: str)
     assert not marker.exists()
 
 
-def test_refusal_holds_in_a_fresh_interpreter(tmp_path: Path) -> None:
-    """The same refusal in a clean process (no test-time imports that could mask a side effect)."""
+def test_refusal_holds_in_a_fresh_bounded_interpreter(run_case, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same refusal in a clean process under a memory cap (nothing imported that could mask a side effect)."""
     marker = tmp_path / "pwned"
     ckpt = _small()
     ckpt.pickle_bytes = _payload_pickle(marker)
     path = _write(ckpt, tmp_path, "legacy")
-    code = (
-        "import sys\nfrom onespeech.speech.speakers.torch_checkpoint import read_torch_checkpoint, "
-        "CheckpointRefusedError\ntry:\n    read_torch_checkpoint(sys.argv[1])\n"
-        "except CheckpointRefusedError:\n    sys.exit(3)\nsys.exit(0)\n"
+    result = run_case(
+        """
+        from onespeech.speech.speakers.torch_checkpoint import read_torch_checkpoint
+        read_torch_checkpoint(args["path"])
+        """,
+        args={"path": str(path)},
+        memory_mb=512,
+        timeout_s=60,
     )
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, timeout=120)
-    assert done.returncode == 3, done.stderr.decode()
+    result.expect_error("CheckpointRefusedError", match="os.system")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_huge_storage_claims_allocate_nothing(run_case, tmp_path: Path, layout: str) -> None:  # type: ignore[no-untyped-def]
+    """A file claiming a 4 TiB storage (and a legacy header to match) is refused within 512 MB."""
+    ckpt = _small()
+    key = ckpt.specs["w"].storage_key
+    ckpt.specs["w"].storage_numel = 1 << 40
+    ckpt.specs["w"].size = (1 << 20, 1 << 20)
+    ckpt.specs["w"].stride = (1 << 20, 1)
+    ckpt.storage_counts[key] = 1 << 40
+    path = _write(ckpt, tmp_path, layout)
+    result = run_case(
+        """
+        from onespeech.speech.speakers.torch_checkpoint import read_torch_checkpoint
+        read_torch_checkpoint(args["path"])
+        """,
+        args={"path": str(path)},
+        memory_mb=512,
+        timeout_s=60,
+    )
+    result.expect_error("CheckpointFormatError", match="past the end|needs 4398046511104 bytes")
 
 
 @pytest.mark.parametrize(

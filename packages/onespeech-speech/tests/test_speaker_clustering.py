@@ -11,6 +11,7 @@ from onespeech.speech.speakers.clustering import (
     average_linkage,
     cosine_distances,
     estimate_count,
+    given_count,
     linkage,
     relabel_by_first_appearance,
     silhouette,
@@ -162,3 +163,17 @@ def test_options_are_checked() -> None:
         DiarizationOptions(partial_rate=0)
     with pytest.raises(ValueError, match="min_speaker_fraction"):
         DiarizationOptions(min_speaker_fraction=1.0)
+
+
+def test_a_given_count_is_not_spent_on_a_stray_piece() -> None:
+    rng = np.random.default_rng(8)
+    base, r1, r2, r3, stray = _speakers(5, seed=12)
+    # three voices close to each other (cosine distance ~0.3) and one odd piece far from all
+    a, b, c = (v / np.linalg.norm(v) for v in (base + 0.7 * r1, base + 0.7 * r2, base + 0.7 * r3))
+    e = np.concatenate([_around(a, 12, 0.3, rng), _around(b, 12, 0.3, rng), _around(c, 12, 0.3, rng),
+                        _around(stray, 1, 0.1, rng)])  # fmt: skip
+    truth = np.repeat([0, 1, 2], 12)
+    assert average_linkage(e, n_clusters=3)[-1] != average_linkage(e, n_clusters=3)[0]  # the stray takes a cluster
+    labels = given_count(e, np.full(len(e), 2.0), 3)
+    assert np.array_equal(labels[:36], truth)
+    assert labels.max() + 1 == 3

@@ -27,7 +27,13 @@ import numpy as np
 
 from onespeech.features import SileroVad, VadOptions
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
-from onespeech.speech.speakers.clustering import average_linkage, estimate_count, relabel_by_first_appearance
+from onespeech.speech.speakers.clustering import (
+    centroids,
+    estimate_count,
+    given_count,
+    nearest_centroid,
+    relabel_by_first_appearance,
+)
 from onespeech.speech.speakers.encoder import SpeakerEncoder
 from onespeech.speech.speakers.segmentation import (
     SAMPLE_RATE,
@@ -58,7 +64,7 @@ class DiarizationOptions:
     partial_rate: float = 2.0  # partial embeddings per second inside regions
     split_similarity: float = 0.6  # cut a region where before/after similarity falls below this
     min_cluster_seconds: float = 1.5  # shorter pieces are assigned, not clustered
-    single_distance: float = 0.23  # automatic count: one speaker below this last-merge distance
+    single_distance: float = 0.21  # automatic count: one speaker below this last-merge distance
     bridge_seconds: float = 0.0  # same-speaker pieces closer than this form one turn
     min_speaker_fraction: float = 0.1  # automatic count: clusters with less speech are dissolved
     resegment: bool = True  # relabel regions along time against the speaker centroids
@@ -140,22 +146,13 @@ def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationO
         core = np.arange(len(pieces))
     e, w = embeddings[core], durations[core]
     if count is not None:
-        labels = average_linkage(e, n_clusters=min(count, core.size))
+        labels = given_count(e, w, count)
     else:
         labels = estimate_count(
             e, w, max_speakers=options.max_speakers, single_distance=options.single_distance,
             min_fraction=options.min_speaker_fraction,
         )  # fmt: skip
-    return _centroids(e, w, labels, np.arange(labels.max() + 1))
-
-
-def _centroids(e: np.ndarray, w: np.ndarray, labels: np.ndarray, which: np.ndarray) -> np.ndarray:
-    c = np.stack([(e[labels == k] * w[labels == k, None]).sum(axis=0) for k in which])
-    return c / np.linalg.norm(c, axis=1, keepdims=True)
-
-
-def _nearest(e: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    return np.argmax(e @ centroids.T, axis=1)
+    return centroids(e, w, labels, np.arange(labels.max() + 1))
 
 
 def turns_from_partials(
@@ -165,13 +162,17 @@ def turns_from_partials(
     pieces = [p for region in regions for p in split_region(region, options.split_similarity)]
     if not pieces:
         return []
-    centroids = cluster_pieces(pieces, count, options)
+    speaker_centroids = cluster_pieces(pieces, count, options)
     if options.resegment:
-        spans = [s for region in regions for s in resegment_region(region, centroids)]
+        spans = [s for region in regions for s in resegment_region(region, speaker_centroids)]
     else:
         spans = [
             (p.start, p.end, int(k))
-            for p, k in zip(pieces, _nearest(np.stack([p.embedding for p in pieces]), centroids), strict=True)
+            for p, k in zip(
+                pieces,
+                nearest_centroid(np.stack([p.embedding for p in pieces]), speaker_centroids),
+                strict=True,
+            )
         ]
     order = relabel_by_first_appearance(np.array([k for _, _, k in spans]))
     turns: list[tuple[int, int, int]] = []
