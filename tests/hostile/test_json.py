@@ -110,3 +110,17 @@ def test_recognizer_load_names_the_config(asr_copy: Path) -> None:
     (asr_copy / "config.json").write_text(DEEP)
     with pytest.raises(ConfigError, match=f"config.json.*{NESTED}"):
         Qwen3Recognizer.load(asr_copy)
+
+
+def test_document_json(tmp_path: Path) -> None:
+    from onespeech.speech.document import Document, DocumentFormatError
+
+    with pytest.raises(DocumentFormatError, match=NESTED):
+        Document.from_json(DEEP)
+
+
+def test_batch_record_reads_as_absent(tmp_path: Path) -> None:
+    from onespeech.speech.batch.records import read_record
+
+    (tmp_path / "a.record.json").write_text(DEEP)
+    assert read_record(tmp_path / "a.record.json") is None  # the input is redone
