@@ -8,12 +8,15 @@
 - :class:`Document` and its parts (``document.py``), JSON round trip.
 - writers (``writers.py``): txt, srt, vtt, tsv, json.
 - errors (``errors.py``): ChunkLimitError, ReplayMismatchError, TranscriptionCancelled.
+- speakers (``speakers/``): :func:`diarize` (who speaks when, as :class:`Turn`) and
+  :func:`attribute_speakers` (speakers onto a Document's words and segments).
 """
 
 __version__ = "0.1.0"
 
 from onespeech.speech.document import Document, ModelInfo, Segment, Speaker, Word  # noqa: E402
 from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled  # noqa: E402
+from onespeech.speech.speakers import Turn, attribute_speakers, diarize  # noqa: E402
 from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, Transcriber, transcribe  # noqa: E402
 
 __all__ = [
@@ -27,6 +30,9 @@ __all__ = [
     "Speaker",
     "Transcriber",
     "TranscriptionCancelled",
+    "Turn",
     "Word",
+    "attribute_speakers",
+    "diarize",
     "transcribe",
 ]

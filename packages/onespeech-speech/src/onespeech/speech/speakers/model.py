@@ -8,10 +8,11 @@ order
    or an already converted tensor file; a file the user chose, so not held to the pin);
 2. the install of catalog entry ``resemblyzer`` under
    ``<cache>/models/pypi--Resemblyzer/0.1.4/runtime``, verified against its record;
-3. otherwise, under the model directory's lock: the pinned wheel is downloaded from
-   ``{ONESPEECH_PYPI_FILES or https://files.pythonhosted.org}/packages/py3/R/Resemblyzer/<wheel>``
-   (resumable, retried, progress bar; offline mode never downloads) and checked against
-   the catalog's size and SHA-256; its member ``resemblyzer/pretrained.pt`` is extracted
+3. otherwise, under the model directory's lock: the pinned wheel's address is looked
+   up in the package index (``ONESPEECH_PYPI_INDEX``, default https://pypi.org/simple,
+   PEP 691 JSON; the index must list the pinned SHA-256), the wheel is downloaded
+   (resumable, retried, progress bar; offline mode never touches the network) and
+   checked against the catalog's size and SHA-256; its member ``resemblyzer/pretrained.pt`` is extracted
    and checked against the member pin; the converter writes the tensor file into a
    staging directory, whose output must match the catalog's runtime pin; then the
    install is atomic (data file first, record last). The wheel is deleted once its
@@ -22,11 +23,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
+from urllib.parse import urljoin
 
-from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
+import requests
+
+from onespeech.kernels.errors import (
+    DownloadError,
+    ModelIntegrityError,
+    OfflineModeError,
+    RemoteFileNotFoundError,
+)
 from onespeech.kernels.fetch import FetchOptions, fetch_file, offline_mode
 from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.store import (
@@ -47,7 +57,7 @@ from onespeech.speech.speakers.encoder import SpeakerEncoder
 
 __all__ = [
     "DEFAULT_SPEAKER_MODEL",
-    "PYPI_FILES_ENV",
+    "PYPI_INDEX_ENV",
     "SPEAKER_MODEL_ENV",
     "SpeakerModelNotFoundError",
     "load_speaker_encoder",
@@ -57,8 +67,8 @@ __all__ = [
 ]
 
 SPEAKER_MODEL_ENV = "ONESPEECH_SPEAKER_MODEL"
-PYPI_FILES_ENV = "ONESPEECH_PYPI_FILES"
-DEFAULT_PYPI_FILES = "https://files.pythonhosted.org"
+PYPI_INDEX_ENV = "ONESPEECH_PYPI_INDEX"
+DEFAULT_PYPI_INDEX = "https://pypi.org/simple"
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
 CHECKPOINT = "pretrained.pt"
 RECORD = "install.fp32.json"
@@ -76,15 +86,61 @@ def vad_model_path() -> Path:
     return default_vad_path()
 
 
-def wheel_url(entry: CatalogEntry, endpoint: str | None = None) -> str:
-    """The wheel's address on PyPI's file host (or a mirror with the same layout)."""
-    if entry.source_type != "pypi-wheel" or entry.wheel_name is None or entry.package is None:
+def wheel_url(entry: CatalogEntry, options: FetchOptions | None = None, index: str | None = None) -> str:
+    """The pinned wheel's address, from the package index's JSON simple API (PEP 691).
+
+    ``index`` (default ``ONESPEECH_PYPI_INDEX`` or https://pypi.org/simple) lists the
+    project's files; the entry named like the pinned wheel must carry the pinned
+    SHA-256, so an index (or a mirror) that disagrees with the catalog is refused before
+    anything is downloaded.
+
+    Raises
+    ------
+    RemoteFileNotFoundError
+        The index has no such project or wheel.
+    DownloadError
+        The index could not be read, or lists the wheel with another digest.
+    """
+    if (
+        entry.source_type != "pypi-wheel"
+        or entry.wheel_name is None
+        or entry.package is None
+        or entry.wheel is None
+    ):
         raise ValueError(f"catalog entry {entry.id} is not a pinned PyPI wheel")
-    base = (endpoint or os.environ.get(PYPI_FILES_ENV) or DEFAULT_PYPI_FILES).rstrip("/")
+    options = options or FetchOptions()
+    base = (index or os.environ.get(PYPI_INDEX_ENV) or DEFAULT_PYPI_INDEX).rstrip("/")
     if not base.startswith(("http://", "https://")):
-        raise ValueError(f"{PYPI_FILES_ENV}={base!r} must start with http:// or https://")
-    python_tag = entry.wheel_name.split("-")[-3]
-    return f"{base}/packages/{python_tag}/{entry.package[0]}/{entry.package}/{entry.wheel_name}"
+        raise ValueError(f"{PYPI_INDEX_ENV}={base!r} must start with http:// or https://")
+    project = re.sub(r"[-_.]+", "-", entry.package).lower()
+    url = f"{base}/{project}/"
+    try:
+        response = requests.get(
+            url, headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+            timeout=(options.connect_timeout_s, options.read_timeout_s),
+        )  # fmt: skip
+    except requests.RequestException as e:
+        raise DownloadError(f"reading the package index {url} failed: {e}") from e
+    if response.status_code == 404:
+        raise RemoteFileNotFoundError(f"the package index {url} has no project {entry.package!r} (HTTP 404)")
+    if response.status_code != 200:
+        raise DownloadError(f"the package index {url} answered HTTP {response.status_code}")
+    try:
+        files = response.json()["files"]
+        listed = [f for f in files if f["filename"] == entry.wheel_name]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DownloadError(
+            f"the package index {url} did not answer with a PEP 691 JSON listing ({e})"
+        ) from e
+    if not listed:
+        raise RemoteFileNotFoundError(f"the package index {url} does not list {entry.wheel_name}")
+    digest = (listed[0].get("hashes") or {}).get("sha256")
+    if digest != entry.wheel.sha256:
+        raise DownloadError(
+            f"the package index {url} lists {entry.wheel_name} with SHA-256 {digest}, the catalog pins "
+            f"{entry.wheel.sha256}; refusing to download it"
+        )
+    return urljoin(url, str(listed[0]["url"]))
 
 
 def speaker_model_path(
@@ -216,7 +272,7 @@ def _fetch_member(
                 f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and the speaker encoder "
                 f"{entry.id} is not in the cache; fetch it while online or set {SPEAKER_MODEL_ENV}"
             )
-        fetch_file(wheel_url(entry), wheel, entry.wheel, options=options)
+        fetch_file(wheel_url(entry, options), wheel, entry.wheel, options=options)
     else:
         verify_file(wheel, entry.wheel, what=f"{entry.id} wheel")
     part = dest.with_name(dest.name + ".part")
