@@ -12,19 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from onespeech.kernels.errors import (
-    DownloadError,
-    ModelIntegrityError,
-    OfflineModeError,
-    RemoteFileNotFoundError,
-)
+from onespeech.kernels.catalog import entry_from_data, get_entry
+from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
 from onespeech.kernels.fetch import FetchOptions
-from onespeech.qwen3.catalog import get_entry
 from onespeech.speech.speakers import model as speaker_model
 from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
 from onespeech.speech.speakers.encoder import SpeakerEncoder
 from onespeech.speech.speakers.model import (
-    PYPI_INDEX_ENV,
+    PYPI_FILES_ENV,
     SPEAKER_MODEL_ENV,
     SpeakerModelNotFoundError,
     speaker_model_path,
@@ -45,7 +40,7 @@ def published(tmp_path: Path) -> dict:
     """A wheel holding a seeded checkpoint, and a catalog entry pinning it like the real one."""
     ckpt = Checkpoint.from_arrays(resemblyzer_state(seed=11)).write_legacy(tmp_path / "pretrained.pt")
     converted = convert_resemblyzer(ckpt, tmp_path / "converted.tensors")
-    wheel_dir = tmp_path / "files" / "files"
+    wheel_dir = tmp_path / "files" / "packages" / "py3" / "R" / "Resemblyzer"
     wheel_dir.mkdir(parents=True)
     wheel = wheel_dir / WHEEL
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
@@ -59,15 +54,7 @@ def published(tmp_path: Path) -> dict:
     catalog = tmp_path / "catalog"
     catalog.mkdir()
     (catalog / "resemblyzer.json").write_text(json.dumps(real), encoding="utf-8")
-    listing = {"meta": {"api-version": "1.0"}, "name": "resemblyzer", "files": [
-        {"filename": "Resemblyzer-0.1.3-py3-none-any.whl", "url": "/files/other.whl", "hashes": {"sha256": "0" * 64}},
-        {"filename": WHEEL, "url": f"../../files/{WHEEL}", "hashes": {"sha256": real["source"]["wheel"]["sha256"]}},
-    ]}  # fmt: skip
-    index = tmp_path / "files" / "simple" / "resemblyzer"
-    index.mkdir(parents=True)
-    (index / "index.json").write_text(json.dumps(listing), encoding="utf-8")
-    return {"catalog": catalog, "wheel": wheel, "files": tmp_path / "files", "converted": converted,
-            "listing": index / "index.json"}  # fmt: skip
+    return {"catalog": catalog, "wheel": wheel, "files": tmp_path / "files", "converted": converted}
 
 
 @pytest.fixture
@@ -81,9 +68,6 @@ def server(published: dict, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
 
         def do_GET(self) -> None:  # noqa: N802
             hits.append(self.path)
-            if self.path.startswith("/simple/"):
-                assert self.headers["Accept"] == "application/vnd.pypi.simple.v1+json"
-                self.path = self.path + "index.json"
             super().do_GET()
 
         def log_message(self, *args: object) -> None:
@@ -92,7 +76,7 @@ def server(published: dict, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv(PYPI_INDEX_ENV, f"http://127.0.0.1:{httpd.server_address[1]}/simple")
+    monkeypatch.setenv(PYPI_FILES_ENV, f"http://127.0.0.1:{httpd.server_address[1]}")
     monkeypatch.delenv(SPEAKER_MODEL_ENV, raising=False)
     monkeypatch.delenv("ONESPEECH_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -103,21 +87,20 @@ def server(published: dict, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
         httpd.server_close()
 
 
-def test_wheel_url_comes_from_the_index_and_must_carry_the_pin(published: dict, server: dict) -> None:
-    entry = get_entry("resemblyzer", published["catalog"])
-    assert wheel_url(entry, FAST).endswith(f"/files/{WHEEL}")
-    assert server["hits"] == ["/simple/resemblyzer/"]
+def test_wheel_url_follows_the_pypi_file_layout() -> None:
+    entry = get_entry("resemblyzer")
+    assert wheel_url(entry, None).startswith("https://files.pythonhosted.org/packages/d9/b5/")
+    assert wheel_url(entry, "https://mirror.example/") == (  # a mirror keeps the pinned path
+        "https://mirror.example/packages/d9/b5/d897d5de5b2123a1ad5d32e8e007d83f76582f5c32c60992577263bd7c7e/"
+        "Resemblyzer-0.1.4-py3-none-any.whl"
+    )
+    data = json.loads(entry.path.read_text(encoding="utf-8"))
+    del data["source"]["wheel"]["url"]  # without a pinned URL: PyPI's short path
+    assert wheel_url(entry_from_data(data), "https://mirror.example/") == (
+        "https://mirror.example/packages/py3/R/Resemblyzer/Resemblyzer-0.1.4-py3-none-any.whl"
+    )
     with pytest.raises(ValueError, match="http"):
-        wheel_url(entry, FAST, index="ftp://x")
-    listing = json.loads(published["listing"].read_text(encoding="utf-8"))
-    listing["files"][1]["hashes"]["sha256"] = "f" * 64
-    published["listing"].write_text(json.dumps(listing), encoding="utf-8")
-    with pytest.raises(DownloadError, match="refusing"):
-        wheel_url(entry, FAST)
-    listing["files"] = listing["files"][:1]
-    published["listing"].write_text(json.dumps(listing), encoding="utf-8")
-    with pytest.raises(RemoteFileNotFoundError, match=f"does not list {WHEEL}"):
-        wheel_url(entry, FAST)
+        wheel_url(entry, "ftp://x")
 
 
 def test_first_use_fetches_verifies_converts_and_installs(
@@ -126,13 +109,13 @@ def test_first_use_fetches_verifies_converts_and_installs(
     cache = tmp_path / "cache"
     path = speaker_model_path(cache_dir=cache, catalog_dir=published["catalog"], fetch_options=FAST)
     assert path.read_bytes() == published["converted"].read_bytes()
-    assert server["hits"] == ["/simple/resemblyzer/", f"/files/{WHEEL}"]
+    assert server["hits"] == [f"/packages/py3/R/Resemblyzer/{WHEEL}"]
     SpeakerEncoder.load(path)
     assert not (
         path.parent.parent / "publisher" / WHEEL
     ).exists()  # the wheel goes once its member is verified
     again = speaker_model_path(cache_dir=cache, catalog_dir=published["catalog"], fetch_options=FAST)
-    assert again == path and len(server["hits"]) == 2  # the install is reused without the network
+    assert again == path and len(server["hits"]) == 1  # the install is reused without the network
 
 
 def test_a_damaged_install_is_named(published: dict, server: dict, tmp_path: Path) -> None:

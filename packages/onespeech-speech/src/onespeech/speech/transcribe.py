@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from onespeech.features import AudioFileSource, SileroVad, VadOptions
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
 from onespeech.kernels.errors import OperationCancelledError
+from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer, Transcript
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
@@ -62,6 +63,7 @@ class _Model:
     """A model argument and, once resolved, its runtime directory."""
 
     name: str
+    kind: str  # "asr" or "aligner" (onespeech.kernels.registry)
     directory: Path | None = None
     revision: str | None = None
 
@@ -116,7 +118,7 @@ class Transcriber:
         language: str | None = None,
         aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
         context: str | None = None,
-        precision: str = "fp32",
+        precision: Precision | str = "fp32",
         threads: int | None = None,
         max_new_tokens: int = 512,
         progress: Progress = None,
@@ -127,9 +129,9 @@ class Transcriber:
         catalog_dir: str | os.PathLike[str] | None = None,
         keep_loaded: bool = False,
     ) -> None:
-        self.recognizer_options = Qwen3Options(context=context, precision=precision, threads=threads,
-                                               max_new_tokens=max_new_tokens)
-        self.aligner_options = Qwen3AlignerOptions(precision=precision, threads=threads)
+        self.recognizer_options = Qwen3Options(context=context, precision=Precision.parse(precision),
+                                               threads=threads, max_new_tokens=max_new_tokens)
+        self.aligner_options = Qwen3AlignerOptions(precision=Precision.parse(precision), threads=threads)
         if language is not None and not isinstance(language, str):
             raise TypeError(f"language must be a string or None, not {type(language).__name__}")
         check_progress(progress)
@@ -140,8 +142,8 @@ class Transcriber:
         self.cancel = cancel
         self.speakers = speakers
         self.vad_options = vad_options or VadOptions()
-        self._model = _Model(os.fspath(model))
-        self._aligner = _Model(os.fspath(aligner)) if aligner is not None else None
+        self._model = _Model(os.fspath(model), "asr")
+        self._aligner = _Model(os.fspath(aligner), "aligner") if aligner is not None else None
         self._vad = vad
         self._catalog_dir = catalog_dir
         self._closed = False
@@ -182,14 +184,16 @@ class Transcriber:
             raise ObjectClosedError("this Transcriber is closed; make a new one")
         options = self.recognizer_options
         if context is not _UNSET:
-            options = replace(options, context=context)
+            if context is not None and not isinstance(context, str):
+                raise TypeError(f"context must be a string or None, not {type(context).__name__}")
+            options = replace(options, context=cast("str | None", context))
         language = self.language if language is _UNSET else language
         progress = self.progress if progress is _UNSET else progress
         cancel = self.cancel if cancel is _UNSET else cancel
         check_progress(progress)
         check_cancel(cancel)
         label = Path(os.fspath(source)).name if isinstance(source, (str, os.PathLike)) else "<stream>"
-        report = progress_reporter(progress, label)
+        report = progress_reporter(cast(Progress, progress), label)
         try:
             run = _FileRun(self, options, language, report, cancel)  # type: ignore[arg-type]
             return run.run(source, align=align)
@@ -255,11 +259,11 @@ class Transcriber:
 
     def _resolve(self, model: _Model) -> Path:
         if model.directory is None:
-            from onespeech.qwen3.catalog import get_entry
-            from onespeech.qwen3.resolve import resolve
+            from onespeech.kernels.catalog import get_entry
+            from onespeech.kernels.resolve import resolve
 
             precision = self.recognizer_options.precision
-            model.directory = resolve(model.name, precision, catalog_dir=self._catalog_dir)
+            model.directory = resolve(model.name, precision, kind=model.kind, catalog_dir=self._catalog_dir)
             if not Path(model.name).is_dir():
                 model.revision = get_entry(model.name, self._catalog_dir).revision
         return model.directory
@@ -272,7 +276,7 @@ class Transcriber:
             if self._vad is not None:
                 self._vad = SileroVad.load(self._vad)
             else:
-                from onespeech.qwen3.vad_model import default_vad_path
+                from onespeech.features.vad_model import default_vad_path
 
                 self._vad = SileroVad.load(default_vad_path())
         return self._vad
@@ -470,7 +474,7 @@ def transcribe(
     language: str | None = None,
     aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
     context: str | None = None,
-    precision: str = "fp32",
+    precision: Precision | str = "fp32",
     threads: int | None = None,
     max_new_tokens: int = 512,
     progress: Progress = None,

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from onespeech.qwen3.units import CHARACTER_LANGUAGES, written_units
 from onespeech.speech.document import Document, Segment, Word
@@ -175,7 +175,7 @@ def write_outputs(
         )
         try:
             with handle:
-                get_writer(fmt, subtitles).write(document, handle)
+                get_writer(fmt, subtitles).write(document, cast(TextIO, handle))
             os.replace(handle.name, target)
         except BaseException:
             Path(handle.name).unlink(missing_ok=True)
@@ -221,7 +221,7 @@ def _timed_cues(segment: Segment, options: SubtitleOptions) -> list[Cue]:
                 continue
         groups.append([i])
         cue_start = word.start
-    cues = []
+    cues: list[Cue] = []
     for group in groups:
         words = [segment.words[j] for j in group]
         lines = tuple(_wrap([pieces[j] for j in group], options.max_line_chars, joiner))
