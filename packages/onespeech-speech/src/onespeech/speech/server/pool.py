@@ -111,6 +111,7 @@ class WorkerPool(Generic[Models]):
         self.completed = 0
         self.failed = 0
         self.cancelled = 0
+        self.abandoned = 0  # cancelled before a worker took them: never ran
 
     def start(self) -> None:
         """Start the workers and wait until each has loaded its models.
@@ -205,6 +206,8 @@ class WorkerPool(Generic[Models]):
 
     def _run(self, job: Job, models: Models) -> None:
         if not job._claim():  # the client left while the job waited
+            with self._lock:
+                self.abandoned += 1
             job.done.set()
             return
         with self._lock:
