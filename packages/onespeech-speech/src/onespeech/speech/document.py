@@ -13,16 +13,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from onespeech.qwen3.units import join_texts
+from onespeech.speech.errors import DocumentFormatError
 
 DOCUMENT_VERSION = 1
 
 # Segment.finish values
 FINISH_END_TOKEN = "end_token"
 FINISH_MAX_NEW_TOKENS = "max_new_tokens"
-
-
-class DocumentFormatError(ValueError):
-    """A document dictionary or JSON text that is not a Document of this version."""
 
 
 @dataclass

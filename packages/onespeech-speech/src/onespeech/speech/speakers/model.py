@@ -42,6 +42,7 @@ from onespeech.kernels.store import (
     write_manifest,
 )
 from onespeech.qwen3.catalog import CatalogEntry, get_entry
+from onespeech.speech.errors import SpeakerModelNotFoundError
 from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
 from onespeech.speech.speakers.encoder import SpeakerEncoder
 
@@ -63,10 +64,6 @@ DEFAULT_SPEAKER_MODEL = "resemblyzer"
 CHECKPOINT = "pretrained.pt"
 RECORD = "install.fp32.json"
 _MEMBER_CHUNK = 1 << 20
-
-
-class SpeakerModelNotFoundError(FileNotFoundError):
-    """No speaker encoder could be found or fetched; the message says how to provide one."""
 
 
 def vad_model_path() -> Path:
