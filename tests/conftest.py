@@ -75,7 +75,7 @@ def served_models(
     checkpoints: Checkpoints, hub_server_cls: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Any:
     """Both checkpoints on a local Hub under catalog ids, with an empty model cache."""
-    from onespeech_tools.demo_catalog import write_entry
+    from onespeech_tools.catalogs import write_entry
 
     catalog, home = tmp_path / "catalog", tmp_path / "home"
     write_entry(catalog, checkpoints.asr, ASR_ID, REVISION, "asr")

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from onespeech.kernels import JsonNestingError, ModelIntegrityError, TensorFileError
+from onespeech.kernels.catalog import load_entry
+from onespeech.kernels.errors import CatalogError
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import read_holder
 from onespeech.kernels.store import read_manifest
 from onespeech.kernels.tensorfile import MAGIC, read_tensor_file
-from onespeech.qwen3.catalog import CatalogError, load_entry
 from onespeech.qwen3.config import load_config
 from onespeech.qwen3.errors import ConfigError, SafetensorsError
 from onespeech.qwen3.safetensors import open_checkpoint, read_header
@@ -109,3 +110,17 @@ def test_recognizer_load_names_the_config(asr_copy: Path) -> None:
     (asr_copy / "config.json").write_text(DEEP)
     with pytest.raises(ConfigError, match=f"config.json.*{NESTED}"):
         Qwen3Recognizer.load(asr_copy)
+
+
+def test_document_json(tmp_path: Path) -> None:
+    from onespeech.speech.document import Document, DocumentFormatError
+
+    with pytest.raises(DocumentFormatError, match=NESTED):
+        Document.from_json(DEEP)
+
+
+def test_batch_record_reads_as_absent(tmp_path: Path) -> None:
+    from onespeech.speech.batch.records import read_record
+
+    (tmp_path / "a.record.json").write_text(DEEP)
+    assert read_record(tmp_path / "a.record.json") is None  # the input is redone

@@ -36,9 +36,9 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="work here and keep the files (default: a temporary folder)")
     args = parser.parse_args()
 
+    from onespeech_tools.catalogs import write_entry
     from onespeech_tools.checkpoints import make_checkpoint
     from onespeech_tools.data import shared_data_or_skip
-    from onespeech_tools.demo_catalog import write_entry
     from onespeech_tools.hub_server import HubServer
 
     data = shared_data_or_skip("the tokenizer files and a speech clip")
@@ -67,7 +67,7 @@ def main() -> int:
             code = (
                 "from onespeech.features import load_audio; "
                 "from onespeech.qwen3 import Precision, Qwen3Recognizer, Qwen3Options; "
-                "from onespeech.qwen3.resolve import resolve; "
+                "from onespeech.kernels.resolve import resolve; "
                 f"d = resolve({REPO!r}, Precision.{precision}, catalog_dir={str(catalog)!r}, offline=True); "
                 f"r = Qwen3Recognizer.load(d, Qwen3Options(precision=Precision.{precision})); "
                 f"print('runtime:', d); print('ids:', r.generate(load_audio({str(clip)!r}), 'en', 8))"

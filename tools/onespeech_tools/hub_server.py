@@ -60,6 +60,7 @@ class HubServer:
     """Start with :meth:`start`; stop with :meth:`stop`. ``endpoint`` is the base URL."""
 
     repos: dict[tuple[str, str], Path] = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)  # URL path -> file (e.g. a wheel)
     behaviour: dict[str, Misbehaviour] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     endpoint: str = ""
@@ -68,6 +69,12 @@ class HubServer:
 
     def add_repo(self, repo_id: str, revision: str, directory: str | Path) -> None:
         self.repos[(repo_id, revision)] = Path(directory)
+
+    def add_file(self, url_path: str, path: str | Path) -> str:
+        """Serve ``path`` at ``url_path`` (outside the Hub layout, as a package index does);
+        returns its URL. Misbehaviours apply by the file's last path component."""
+        self.files["/" + url_path.lstrip("/")] = Path(path)
+        return f"{self.endpoint}/{url_path.lstrip('/')}"
 
     def misbehave(self, name: str, **kwargs: object) -> Misbehaviour:
         self.behaviour[name] = Misbehaviour(**kwargs)  # type: ignore[arg-type]
@@ -103,7 +110,10 @@ class HubServer:
 
     # -- request handling ---------------------------------------------------------
     def _locate(self, url_path: str) -> tuple[str, Path | None]:
-        parts = unquote(url_path.split("?")[0]).lstrip("/").split("/")
+        plain = unquote(url_path.split("?")[0])
+        if plain in self.files:
+            return plain.rsplit("/", 1)[-1], self.files[plain]
+        parts = plain.lstrip("/").split("/")
         if len(parts) < 5 or parts[2] != "resolve":
             return "", None
         repo_id, revision, name = "/".join(parts[:2]), parts[3], "/".join(parts[4:])

@@ -10,7 +10,7 @@ import pytest
 
 from onespeech_tools.cli import main
 
-pytest.importorskip("onespeech.qwen3.resolve")
+pytest.importorskip("onespeech.kernels.resolve")
 
 REPO, REV = "Test/Qwen3-ASR-tiny", "2" * 40
 
@@ -82,7 +82,8 @@ def test_fetch_corrupt_download_names_file(hub, capsys):
     server.misbehave("config.json", corrupt=True)
     assert main(["qwen-fetch", REPO, "--catalog-dir", str(catalog), "--endpoint", server.endpoint, "-q"]) == 1
     err = capsys.readouterr().err
-    assert "SHA-256" in err and "config.json.part" in err
+    assert "SHA-256" in err and "config.json" in err and "discarded" in err
+    assert not list(home.rglob("config.json.part"))
 
 
 def test_fetch_404_and_unknown_model(hub, tmp_path, capsys):

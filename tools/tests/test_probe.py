@@ -32,12 +32,11 @@ def test_fresh_cache(tmp_path, monkeypatch, capsys):
         assert f"{model} (" in out
     assert out.count("publisher: 0/8 required files present") == 2  # 0.6B and the aligner
     assert "publisher: 0/10 required files present" in out  # 1.7B: two shards + index
-    assert out.count("runtime fp32: not installed") == 3 and out.count("runtime bf16: not installed") == 3
+    assert out.count("runtime fp32: not installed") == 5 and out.count("runtime bf16: not installed") == 3
     # the runtime pins that cannot be reproduced here are reported, per model and precision
     assert out.count("runtime fp32: unreproducible") == 3 and out.count("runtime bf16: unreproducible") == 3
-    assert "silero-vad (vad, MIT): source pypi-wheel 6.2.3" in out
-    assert "runtime fp32: silero_vad-1a153a22f4509e29.tensors (onespeech.features.silero_convert" in out
-    assert "not converted yet" in out
+    assert "silero-vad (vad, MIT) silero-vad 6.2.3 (silero_vad-6.2.3-py3-none-any.whl)" in out
+    assert "publisher: 0/1 required files present" in out
     assert "other cache contents:\n  none" in out
     assert not (tmp_path / "fresh").exists()  # probing wrote nothing
 
@@ -67,7 +66,7 @@ def write_catalog(catalog_dir: Path, repo_dir: Path) -> None:
     (catalog_dir / "tiny.json").write_text(json.dumps(data))
 
 
-def copy_converter(publisher: Path, staging: Path, precision: str) -> None:
+def copy_converter(publisher: Path, staging: Path, precision: str, revision: str | None) -> None:
     from onespeech.kernels.store import write_manifest
 
     (staging / f"weights.{precision}.bin").write_bytes((publisher / "model.safetensors").read_bytes())
@@ -75,9 +74,9 @@ def copy_converter(publisher: Path, staging: Path, precision: str) -> None:
 
 
 def test_after_fetch_from_local_server(tiny_repo, tmp_path, monkeypatch, capsys, hub_server_cls):
+    from onespeech.kernels.catalog import get_entry
     from onespeech.kernels.fetch import FetchOptions
-    from onespeech.qwen3.catalog import get_entry
-    from onespeech.qwen3.resolve import resolve
+    from onespeech.kernels.resolve import resolve
 
     home, catalog = tmp_path / "home", tmp_path / "catalog"
     monkeypatch.setenv("ONESPEECH_HOME", str(home))
@@ -120,14 +119,27 @@ def test_help(capsys):
     assert "--verify" in capsys.readouterr().out
 
 
-def test_vad_runtime_file_in_cache(tmp_path, monkeypatch, capsys, shared_data):
-    silero_convert = pytest.importorskip("onespeech.features.silero_convert")
-    name = "silero_vad-1a153a22f4509e29.tensors"
-    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))
-    silero_convert.convert_silero_onnx(shared_data / "models" / "silero_vad.onnx", tmp_path / "vad" / name)
-    assert f"runtime fp32: {name} (onespeech.features.silero_convert onespeech-silero-vad-16k v1): verified" in probe(
-        capsys
-    )
-    with open(tmp_path / "vad" / name, "ab") as f:
-        f.write(b"\0")
-    assert f"BAD (differs from the pin; remove {tmp_path / 'vad' / name})" in probe(capsys)
+def test_vad_fetched_into_the_cache(tmp_path, monkeypatch, capsys, shared_data, hub_server_cls):
+    from onespeech.features.vad_model import default_vad_path
+    from onespeech.kernels.catalog import CATALOG_ENV, get_entry
+    from onespeech_tools.catalogs import build_silero_wheel, wheel_entry, write_catalog_file
+
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))
+    onnx = shared_data / "models" / "silero_vad.onnx"
+    wheel = build_silero_wheel(onnx, tmp_path / "wheels")
+    pins = get_entry("silero-vad").runtime["fp32"].files
+    runtime = {n: {"size": p.size, "sha256": p.sha256} for n, p in pins.items()}
+    server = hub_server_cls().start()
+    try:
+        write_catalog_file(tmp_path / "cat", wheel_entry(wheel, server.add_file(wheel.name, wheel), onnx, runtime))
+        monkeypatch.setenv(CATALOG_ENV, str(tmp_path / "cat"))
+        path = default_vad_path()
+    finally:
+        server.stop()
+    out = probe(capsys)
+    assert "publisher: 1/1 required files present" in out
+    assert "runtime fp32: installed, 1 files" in out and "matches catalog pins; verified" in out
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+    assert f"BAD: {path.name} (runtime file has SHA-256" in probe(capsys, "--verify")

@@ -105,7 +105,7 @@ def test_multichannel_or_integer_input_is_refused(vad: SileroVad) -> None:
 
 def test_onnx_is_converted_once_and_the_runtime_file_loads(onnx_path: Path, tmp_path: Path) -> None:
     first = SileroVad.load(onnx_path, cache_dir=tmp_path)
-    [converted] = list(tmp_path.glob("silero_vad-*.tensors"))
+    [converted] = list(tmp_path.rglob("silero_vad-*.tensors"))
     stamp = converted.stat().st_mtime_ns
     second = SileroVad.load(onnx_path, cache_dir=tmp_path)
     assert converted.stat().st_mtime_ns == stamp  # reused, not converted again
@@ -115,10 +115,15 @@ def test_onnx_is_converted_once_and_the_runtime_file_loads(onnx_path: Path, tmp_
         np.testing.assert_array_equal(other.speech_probabilities(pcm), first.speech_probabilities(pcm))
 
 
-def test_damaged_cache_entry_is_converted_again(onnx_path: Path, tmp_path: Path) -> None:
+def test_damaged_cache_entry_is_named_then_converted_again(onnx_path: Path, tmp_path: Path) -> None:
+    from onespeech.kernels.errors import ModelIntegrityError
+
     SileroVad.load(onnx_path, cache_dir=tmp_path)
-    [converted] = list(tmp_path.glob("silero_vad-*.tensors"))
+    [converted] = list(tmp_path.rglob("silero_vad-*.tensors"))
     converted.write_bytes(converted.read_bytes()[:1000])
+    with pytest.raises(ModelIntegrityError, match=f"remove {converted}"):  # verified like every runtime file
+        SileroVad.load(onnx_path, cache_dir=tmp_path)
+    converted.unlink()  # as the message says
     SileroVad.load(onnx_path, cache_dir=tmp_path)
     assert converted.stat().st_size > 1000
 

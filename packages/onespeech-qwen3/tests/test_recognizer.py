@@ -282,13 +282,14 @@ def test_long_file_with_the_real_vad(model_dir, shared_data, monkeypatch, tmp_pa
     assert result.text == " ".join(f"part {i}" for i in range(1, len(spans) + 1))
 
 
-def test_long_file_without_a_vad_says_what_to_pass(model_dir, monkeypatch: pytest.MonkeyPatch) -> None:
-    from onespeech.qwen3.vad_model import VAD_MODEL_ENV, VadModelNotFoundError
+def test_recognizer_uses_the_default_vad(shared_data, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from onespeech.features.vad_model import VAD_MODEL_ENV
+    from onespeech.qwen3.recognizer import _default_vad
 
-    monkeypatch.setenv(VAD_MODEL_ENV, "/nonexistent/silero_vad.onnx")
-    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8)) as rec:
-        with pytest.raises(VadModelNotFoundError, match="vad="):
-            rec.transcribe(tone(31.0), language="en")
+    monkeypatch.setenv(VAD_MODEL_ENV, str(shared_data / "models" / "silero_vad.onnx"))
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))
+    vad = _default_vad()
+    assert vad.speech_probabilities(np.zeros(1024, dtype=np.float32)).shape == (2,)
 
 
 def test_catalog_id_resolves_through_the_cache(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,7 +302,7 @@ def test_catalog_id_resolves_through_the_cache(tmp_path, monkeypatch: pytest.Mon
 
 
 def test_unknown_model_name_is_refused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from onespeech.qwen3.catalog import UnknownModelError
+    from onespeech.kernels.errors import UnknownModelError
 
     monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))
     with pytest.raises(UnknownModelError, match="Qwen/Qwen3-ASR-0.6B"):

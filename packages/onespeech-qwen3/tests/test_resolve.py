@@ -17,15 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.catalog import entry_from_data
+from onespeech.kernels.errors import ModelIntegrityError, PublisherFilesMissingError
 from onespeech.kernels.fetch import FetchOptions, OfflineModeError
+from onespeech.kernels.resolve import install_record_name, resolve
 from onespeech.kernels.store import UnsafeFileNameError, read_manifest, sha256_file, write_manifest
-from onespeech.qwen3.catalog import entry_from_data
-from onespeech.qwen3.resolve import (
-    PublisherFilesMissingError,
-    install_record_name,
-    resolve,
-)
 
 REPO, REV = "Test/Qwen3-ASR-tiny", "1" * 40
 
@@ -89,7 +85,7 @@ class CountingConverter:
         self.calls: list[str] = []
         self.delay_s, self.fail = delay_s, fail
 
-    def __call__(self, publisher: Path, staging: Path, precision: str) -> None:
+    def __call__(self, publisher: Path, staging: Path, precision: str, revision: str | None = None) -> None:
         self.calls.append(precision)
         time.sleep(self.delay_s)
         data = (publisher / "model.safetensors").read_bytes()
@@ -220,8 +216,8 @@ def test_corrupt_download_is_never_converted(home, server, entry):
     conv = CountingConverter()
     with pytest.raises(ModelIntegrityError, match="SHA-256") as exc:
         resolve(entry, fetch_options=opts(server), converter=conv)
-    assert exc.value.path.endswith("model.safetensors.part") and conv.calls == []
-    os.remove(exc.value.path)
+    assert exc.value.path.endswith("model.safetensors") and conv.calls == []
+    assert not Path(exc.value.path + ".part").exists()  # discarded: the retry downloads afresh
     server.behaviour.clear()
     resolve(entry, fetch_options=opts(server), converter=conv)
     assert conv.calls == ["fp32"]
@@ -268,31 +264,48 @@ def test_local_publisher_directory(home, tiny_repo, tmp_path):
     for p in tiny_repo.iterdir():
         (local / p.name).write_bytes(p.read_bytes())
     conv = CountingConverter()
-    runtime = resolve(local, converter=conv)
-    assert runtime.parent.parent == home / "local"
+    runtime = resolve(local, kind="asr", converter=conv)
+    assert runtime == local  # converted in place, beside the publisher files
+    assert not (home / "local").exists()
     record = read_manifest(runtime, name=install_record_name("fp32"))
-    assert record.metadata["source"]["model.safetensors"][3] == sha256_file(local / "model.safetensors").sha256
-    assert not (local / ".verified.json").exists()  # nothing written into the user's directory
-    resolve(local, converter=conv)
+    assert record.metadata["source"]["model.safetensors"]["sha256"] == sha256_file(local / "model.safetensors").sha256
+    resolve(local, kind="asr", converter=conv)
     assert conv.calls == ["fp32"]
-    # digests are checked at every load: a changed source is converted again
-    (local / "config.json").write_text('{"changed": 1}')
-    resolve(local, converter=conv)
+    # source digests are compared at every load: a changed source is converted again
+    (local / "model.safetensors").write_bytes((local / "model.safetensors").read_bytes()[::-1])
+    resolve(local, kind="asr", converter=conv)
     assert conv.calls == ["fp32", "fp32"]
-    assert (runtime / "config.json").read_text() == '{"changed": 1}'
+    assert (runtime / "weights.fp32.bin").read_bytes() == (local / "model.safetensors").read_bytes()
     # and a corrupted runtime file is named
     (runtime / "weights.fp32.bin").write_bytes(b"x")
     with pytest.raises(ModelIntegrityError, match="weights.fp32.bin"):
-        resolve(local, converter=conv)
+        resolve(local, kind="asr", converter=conv)
+
+
+def test_read_only_local_directory_is_converted_into_the_cache(home, tiny_repo, tmp_path):
+    local = tmp_path / "readonly"
+    local.mkdir()
+    for p in tiny_repo.iterdir():
+        (local / p.name).write_bytes(p.read_bytes())
+    local.chmod(0o555)
+    try:
+        if os.access(local, os.W_OK):
+            pytest.skip("running as a user who can write into read-only directories")
+        conv = CountingConverter()
+        runtime = resolve(local, kind="asr", converter=conv)
+        assert runtime.parent.parent == home / "local"
+        assert resolve(local, kind="asr", converter=conv) == runtime and conv.calls == ["fp32"]
+    finally:
+        local.chmod(0o755)
 
 
 def test_local_runtime_directory_is_verified_and_returned(home, server, entry):
     runtime = resolve(entry, fetch_options=opts(server), converter=CountingConverter())
-    assert resolve(runtime, converter=CountingConverter()) == runtime
+    assert resolve(runtime, kind="asr", converter=CountingConverter()) == runtime
     with open(runtime / "config.json", "ab") as f:
         f.write(b" ")
     with pytest.raises(ModelIntegrityError, match="config.json"):
-        resolve(runtime)
+        resolve(runtime, kind="asr")
 
 
 CONVERT_SCRIPT = textwrap.dedent(
@@ -302,12 +315,12 @@ CONVERT_SCRIPT = textwrap.dedent(
     from onespeech.kernels.errors import ConversionInProgressError
     from onespeech.kernels.fetch import FetchOptions
     from onespeech.kernels.store import write_manifest
-    from onespeech.qwen3.catalog import entry_from_data
-    from onespeech.qwen3.resolve import resolve
+    from onespeech.kernels.catalog import entry_from_data
+    from onespeech.kernels.resolve import resolve
 
     catalog, endpoint, started = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 
-    def slow_converter(publisher, staging, precision):
+    def slow_converter(publisher, staging, precision, revision):
         started.write_text("converting")
         time.sleep(4.0)
         (staging / "weights.bin").write_bytes((publisher / "model.safetensors").read_bytes()[:1000])
@@ -400,7 +413,7 @@ def test_local_dir_converted_in_place_by_runtime_is_accepted(home, tiny_repo, tm
     for p in tiny_repo.iterdir():
         (local / p.name).write_bytes(p.read_bytes())
     ensure_runtime(local, "fp32")
-    assert resolve(local) == local
+    assert resolve(local, kind="asr") == local
     assert not (home / "local").exists()
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from onespeech.kernels.catalog import entry_from_data, get_entry
 from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
 from onespeech.kernels.fetch import FetchOptions
-from onespeech.qwen3.catalog import get_entry
 from onespeech.speech.speakers import model as speaker_model
 from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
 from onespeech.speech.speakers.encoder import SpeakerEncoder
@@ -89,7 +89,14 @@ def server(published: dict, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
 
 def test_wheel_url_follows_the_pypi_file_layout() -> None:
     entry = get_entry("resemblyzer")
-    assert wheel_url(entry, "https://mirror.example/") == (
+    assert wheel_url(entry, None).startswith("https://files.pythonhosted.org/packages/d9/b5/")
+    assert wheel_url(entry, "https://mirror.example/") == (  # a mirror keeps the pinned path
+        "https://mirror.example/packages/d9/b5/d897d5de5b2123a1ad5d32e8e007d83f76582f5c32c60992577263bd7c7e/"
+        "Resemblyzer-0.1.4-py3-none-any.whl"
+    )
+    data = json.loads(entry.path.read_text(encoding="utf-8"))
+    del data["source"]["wheel"]["url"]  # without a pinned URL: PyPI's short path
+    assert wheel_url(entry_from_data(data), "https://mirror.example/") == (
         "https://mirror.example/packages/py3/R/Resemblyzer/Resemblyzer-0.1.4-py3-none-any.whl"
     )
     with pytest.raises(ValueError, match="http"):

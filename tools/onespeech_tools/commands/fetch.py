@@ -30,10 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from onespeech.kernels.errors import ConversionInProgressError, ModelIntegrityError
-    from onespeech.kernels.fetch import DownloadError, FetchOptions
-    from onespeech.qwen3.catalog import CatalogError, get_entry
-    from onespeech.qwen3.resolve import fetch_publisher, resolve
+    from onespeech.kernels.catalog import get_entry
+    from onespeech.kernels.errors import (
+        CatalogError,
+        ConversionInProgressError,
+        DownloadError,
+        ModelIntegrityError,
+    )
+    from onespeech.kernels.fetch import FetchOptions
+    from onespeech.kernels.resolve import fetch_publisher, resolve
 
     options = FetchOptions(
         endpoint=args.endpoint,

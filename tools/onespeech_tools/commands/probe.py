@@ -52,8 +52,8 @@ def _file_states(
 
 def _runtime_lines(runtime: Path, precision: str, verify: bool) -> list[str]:
     from onespeech.kernels.errors import ModelIntegrityError
+    from onespeech.kernels.resolve import install_record_name
     from onespeech.kernels.store import read_manifest
-    from onespeech.qwen3.resolve import install_record_name
 
     record = install_record_name(precision)
     if not (runtime / record).is_file():
@@ -74,52 +74,30 @@ def _runtime_lines(runtime: Path, precision: str, verify: bool) -> list[str]:
     return lines
 
 
-def _vad_runtime_lines(entry, cache_dir: Path) -> list[str]:
-    """The VAD's runtime file lives where onespeech.features caches it: <cache>/vad/."""
-    from onespeech.kernels.store import sha256_file
-
-    lines = []
-    for pins in entry.runtime.values():
-        if pins.status != "pinned" or entry.kind != "vad":
-            continue
-        for name, pin in pins.files.items():
-            path = cache_dir / "vad" / name
-            if not path.is_file():
-                state = "not converted yet"
-            else:  # about 1 MiB: hashing it is cheap
-                state = "verified" if sha256_file(path) == pin else f"BAD (differs from the pin; remove {path})"
-            lines.append(f"  runtime {pins.precision}: {name} ({pins.converter}): {state}")
-    return lines
-
-
 def _entry_lines(entry, cache_dir: Path, verify: bool) -> list[str]:
     from onespeech.kernels.lock import lock_status
-    from onespeech.qwen3.resolve import PUBLISHER_DIR, RUNTIME_DIR, model_dir
+    from onespeech.kernels.resolve import PUBLISHER_DIR, RUNTIME_DIR, model_dir
 
     head = f"{entry.id} ({entry.kind}, {entry.license})"
-    if entry.source_type != "huggingface":
-        lines = [f"{head}: source {entry.source_type} {entry.revision}; publisher files are not fetched by the store"]
-        lines += [f"  file {f.name}: {f.size} bytes, sha256 {f.sha256}" for f in entry.files]
-        lines += _vad_runtime_lines(entry, cache_dir)
-    else:
-        directory = model_dir(entry, cache_dir)
-        pins = {f.name: f.pin for f in entry.files if f.required and f.pin is not None}
-        verified, unverified, missing, bad = _file_states(directory / PUBLISHER_DIR, pins, verify, "publisher file")
-        total = sum(p.size for p in pins.values())
-        have = sum(pins[n].size for n in verified + unverified)
-        lines = [
-            f"{head} @ {entry.revision}",
-            f"  cache: {directory}{'' if directory.exists() else ' (absent)'}",
-            f"  publisher: {len(verified) + len(unverified)}/{len(pins)} required files present "
-            f"({_size(have)} of {_size(total)}); {len(verified)} verified, {len(unverified)} not yet verified, "
-            f"{len(bad)} bad",
-        ]
-        if missing:
-            lines.append(f"    missing: {', '.join(missing)}")
-        lines += [f"    BAD: {b}" for b in bad]
-        for precision in ("fp32", "bf16"):
-            lines += _runtime_lines(directory / RUNTIME_DIR, precision, verify)
-        lines.append(f"  lock: {lock_status(directory)}")
+    source = f"{entry.package} {entry.revision} ({entry.wheel.name})" if entry.wheel else f"@ {entry.revision}"
+    directory = model_dir(entry, cache_dir)
+    pins = {f.name: f.pin for f in entry.files if f.required and f.pin is not None}
+    verified, unverified, missing, bad = _file_states(directory / PUBLISHER_DIR, pins, verify, "publisher file")
+    total = sum(p.size for p in pins.values())
+    have = sum(pins[n].size for n in verified + unverified)
+    lines = [
+        f"{head} {source}",
+        f"  cache: {directory}{'' if directory.exists() else ' (absent)'}",
+        f"  publisher: {len(verified) + len(unverified)}/{len(pins)} required files present "
+        f"({_size(have)} of {_size(total)}); {len(verified)} verified, {len(unverified)} not yet verified, "
+        f"{len(bad)} bad",
+    ]
+    if missing:
+        lines.append(f"    missing: {', '.join(missing)}")
+    lines += [f"    BAD: {b}" for b in bad]
+    for precision in entry.runtime:
+        lines += _runtime_lines(directory / RUNTIME_DIR, precision, verify)
+    lines.append(f"  lock: {lock_status(directory)}")
     unknown = entry.unknown_pins()
     lines.append(f"  pins missing/unreproducible: {len(unknown)}" if unknown else "  pins: all known")
     lines += [f"    {u}" for u in unknown]
@@ -129,7 +107,7 @@ def _entry_lines(entry, cache_dir: Path, verify: bool) -> list[str]:
 def _other_lines(cache_dir: Path, entries: dict) -> list[str]:
     from onespeech.kernels.store import read_manifest
 
-    known = {(e.repo, e.revision) for e in entries.values() if e.source_type == "huggingface"}
+    known = {(e.repo or f"pypi/{e.package}", e.revision) for e in entries.values()}
     lines = []
     for rev_dir in sorted((cache_dir / "models").glob("*/*")):
         repo = rev_dir.parent.name.replace("--", "/", 1)
@@ -156,9 +134,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from onespeech.kernels.catalog import load_catalog
+    from onespeech.kernels.errors import CatalogError
     from onespeech.kernels.fetch import hub_endpoint, offline_mode
     from onespeech.kernels.store import cache_root
-    from onespeech.qwen3.catalog import CatalogError, load_catalog
 
     cache_dir = args.cache_dir or cache_root()
     try:

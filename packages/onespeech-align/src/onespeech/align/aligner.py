@@ -33,6 +33,7 @@ from onespeech.kernels import ops
 from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
+from onespeech.kernels.resolve import resolve
 from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, Qwen3Config, load_config
 from onespeech.qwen3.decoder import Qwen3Decoder
@@ -136,9 +137,11 @@ class Qwen3ForcedAligner:
 
         Parameters
         ----------
-        alignment_directory : path
+        alignment_directory : path or catalog id
             A Qwen3-ForcedAligner directory: the publisher's files (converted to
-            runtime files of the precision on first load) or runtime files.
+            runtime files of the precision there on first load) or runtime files; or
+            a catalog id such as ``"Qwen/Qwen3-ForcedAligner-0.6B"`` (resolved through
+            the model cache: missing publisher files are downloaded and verified first).
         options : Qwen3AlignerOptions, optional
             Precision and threads.
         cancel : threading.Event-like, callable or None
@@ -147,7 +150,9 @@ class Qwen3ForcedAligner:
         Raises
         ------
         ModelKindError
-            The directory holds another kind of model (a Qwen3-ASR checkpoint).
+            The directory or catalog id holds another kind of model (a Qwen3-ASR checkpoint).
+        UnknownModelError, FileNotFoundError
+            Neither a catalog id nor an existing directory.
         ModelIntegrityError
             A damaged file (the message names the file to remove).
         AlignmentCancelledError
@@ -156,10 +161,15 @@ class Qwen3ForcedAligner:
         check_cancel(cancel)
         _check_cancel(cancel)
         directory = Path(alignment_directory)
-        _check_model_kind(directory, load_config(directory))  # before converting anything
+        if directory.is_dir():
+            _check_model_kind(directory, load_config(directory))  # before converting anything
+        else:
+            # a catalog id (an unknown one raises UnknownModelError, a missing path FileNotFoundError)
+            directory = resolve(str(alignment_directory), options.precision, kind="aligner", cancel=cancel)
+            _check_cancel(cancel)
         tokenizer = Qwen3Tokenizer.load(directory)
         with thread_limit(options.threads):
-            weights = load_model(directory, options.precision)
+            weights = load_model(directory, options.precision, kind="aligner")
         try:
             _check_cancel(cancel)
             return cls(directory, weights, tokenizer, options)

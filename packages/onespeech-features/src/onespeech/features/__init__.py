@@ -10,6 +10,7 @@ Public API:
 - chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``
 """
 
+from onespeech.features import models as _models  # noqa: F401 - registers the vad kind
 from onespeech.features.audio import AudioFileSource, load_audio
 from onespeech.features.chunks import Chunk, ChunkPlanner, plan_chunks
 from onespeech.features.errors import (
@@ -28,6 +29,7 @@ from onespeech.features.errors import (
     TruncatedAudioError,
     UnreadableAudioError,
     VadModelError,
+    VadModelNotFoundError,
 )
 from onespeech.features.mel import log_mel_spectrogram
 from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, MAX_CHUNK_SAMPLES, SAMPLE_RATE, validate_pcm
@@ -62,6 +64,7 @@ __all__ = [
     "TruncatedAudioError",
     "UnreadableAudioError",
     "VadModelError",
+    "VadModelNotFoundError",
     "VadOptions",
     "VadStream",
     "convert_silero_onnx",

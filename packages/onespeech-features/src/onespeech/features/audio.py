@@ -212,7 +212,7 @@ class AudioFileSource:
         (every error in a short file was "after input frame 0"). Only on failure, the file
         is decoded again in small steps up to the damage.
         """
-        good = self._decodable_frames()
+        good = self._decodable_frames(block_start)
         rate = self.input_sample_rate
         return CorruptAudioError(
             self.name,
@@ -220,11 +220,15 @@ class AudioFileSource:
             f"into the audio, of {self.input_frames} frames declared): {error.error_string}",
         )
 
-    def _decodable_frames(self) -> int:
-        """Frames that decode, in steps of `_LOCATE_FRAMES`, before the first error."""
+    def _decodable_frames(self, block_start: int) -> int:
+        """Frames that decode before the first error: in whole steps up to ``block_start``
+        (they decoded before), then in steps of `_LOCATE_FRAMES`."""
         decoded = 0
         try:
             with self._open() as sound:
+                while decoded < block_start:
+                    step = min(self._read_frames(), block_start - decoded)
+                    decoded += sound.read(step, dtype="float32", always_2d=True).shape[0]
                 while True:
                     got = sound.read(_LOCATE_FRAMES, dtype="float32", always_2d=True).shape[0]
                     if got == 0:

@@ -120,3 +120,7 @@ class OnnxFormatError(ValueError):
 
 class VadModelError(ValueError):
     """A Silero VAD model file that is not the expected graph or tensor layout."""
+
+
+class VadModelNotFoundError(FileNotFoundError):
+    """The VAD model named by the caller (or ``ONESPEECH_VAD_MODEL``) does not exist."""

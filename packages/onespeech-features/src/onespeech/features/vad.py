@@ -33,7 +33,12 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from onespeech.features.errors import NonFiniteSampleError, PcmShapeError, VadModelError
+from onespeech.features.errors import (
+    NonFiniteSampleError,
+    PcmShapeError,
+    VadModelError,
+    VadModelNotFoundError,
+)
 from onespeech.features.pcm import validate_pcm
 from onespeech.features.segments import WINDOW_SAMPLES, SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.kernels.errors import TensorFileError
@@ -90,29 +95,26 @@ class SileroVad:
             ``convert_silero_onnx``.
         cache_dir : str or PathLike, optional
             Where the converted ONNX file is kept (default ``<ONESPEECH_HOME>/vad``);
-            the conversion runs once per distinct ONNX file (keyed by SHA-256).
+            the conversion runs once per distinct ONNX file (keyed by SHA-256) and is
+            installed and verified like every runtime file (``onespeech.kernels.resolve``).
 
         Raises
         ------
+        VadModelNotFoundError
+            ``path`` does not exist.
         VadModelError
             The file is neither a Silero VAD graph of the expected structure nor a
             runtime file for it.
+        ModelIntegrityError
+            The cached conversion is damaged (the message names the cache file to remove).
         """
-        from onespeech.features.silero_convert import (
-            RUNTIME_FORMAT,
-            convert_silero_onnx,
-            is_onnx_file,
-            sha256_of,
-        )
+        from onespeech.features.silero_convert import RUNTIME_FORMAT, is_onnx_file
 
         path = Path(path)
+        if not path.is_file():
+            raise VadModelNotFoundError(f"VAD model file {path} does not exist (or is not a file)")
         if is_onnx_file(path):
-            digest = sha256_of(path)
-            cache = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
-            converted = cache / f"silero_vad-{digest[:16]}.tensors"
-            if not _is_converted(converted, digest):
-                convert_silero_onnx(path, converted)
-            path = converted
+            path = _converted_onnx(path, cache_dir)
         try:
             with read_tensor_file(path) as tensor_file:
                 if tensor_file.metadata.get("format") != RUNTIME_FORMAT:
@@ -120,7 +122,11 @@ class SileroVad:
                                         f"(format {tensor_file.metadata.get('format')!r})")
                 tensors = {name: np.array(tensor_file[name]) for name in tensor_file}
         except TensorFileError as error:
-            raise VadModelError(f"{path}: {error}") from error
+            # the caller's own file: say what it is not, never ask to delete it
+            raise VadModelError(
+                f"{path} is neither a Silero VAD ONNX file (silero_vad.onnx) nor a OneSpeech VAD runtime "
+                f"file ({error.reason})"
+            ) from error
         return cls(tensors, source=str(path))
 
     def stream(self) -> VadStream:
@@ -348,18 +354,20 @@ def _conv_matrix(weight: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(weight.transpose(2, 1, 0).reshape(taps * c_in, c_out))
 
 
-def _default_cache_dir() -> Path:
+def _converted_onnx(onnx: Path, cache_dir: str | os.PathLike[str] | None) -> Path:
+    """The runtime file converted from ``onnx``, installed (once) under ``<cache>/vad/<sha256[:16]>``."""
+    from onespeech.features.models import runtime_name
+    from onespeech.features.silero_convert import convert_silero_onnx, sha256_of
+    from onespeech.kernels.resolve import convert_directory, install_record_name, is_installed
     from onespeech.kernels.store import cache_root
 
-    return cache_root() / "vad"
+    digest = sha256_of(onnx)
+    target = (Path(cache_dir) if cache_dir is not None else cache_root() / "vad") / digest[:16]
+    name = runtime_name(digest)
+    if not is_installed(target, install_record_name("fp32")):
 
+        def convert(publisher: Path, staging: Path, precision: str, revision: str | None) -> None:
+            convert_silero_onnx(onnx, staging / name)
 
-def _is_converted(path: Path, digest: str) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        with read_tensor_file(path) as tensor_file:
-            return tensor_file.metadata.get("source_sha256") == digest
-    except TensorFileError:
-        return False  # damaged cache entry: convert again
-
+        convert_directory(onnx.parent, target, "fp32", kind="vad", converter=convert)
+    return target / name

@@ -14,15 +14,20 @@ import json
 import os
 
 __all__ = [
+    "CatalogError",
     "ConversionInProgressError",
+    "CorruptDownloadError",
     "DownloadError",
     "JsonNestingError",
     "ModelIntegrityError",
+    "ModelKindError",
     "ObjectClosedError",
     "OfflineModeError",
     "OperationCancelledError",
+    "PublisherFilesMissingError",
     "RemoteFileNotFoundError",
     "TensorFileError",
+    "UnknownModelError",
     "UnsafeFileNameError",
 ]
 
@@ -105,6 +110,40 @@ class OfflineModeError(FileNotFoundError):
 
 class UnsafeFileNameError(ValueError):
     """A file name (from a catalog, a remote index or a manifest) could escape its directory."""
+
+
+class CatalogError(ValueError):
+    """A catalog file does not follow the schema (the message names the file and the field)."""
+
+
+class UnknownModelError(ValueError):
+    """A model id that is not in the catalog (the message lists the known ids)."""
+
+
+class PublisherFilesMissingError(FileNotFoundError):
+    """A BF16 conversion needs publisher files that are not in the cache (it never downloads)."""
+
+
+class ModelKindError(ValueError):
+    """The model (a directory or a catalog entry) is another kind than the one asked for."""
+
+
+class CorruptDownloadError(ModelIntegrityError):
+    """Downloaded bytes do not match their pin; the partial file was discarded.
+
+    ``path`` is the discarded file; loading again downloads it afresh (if the
+    mismatch repeats, the endpoint serves other bytes than the catalog pins).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = os.fspath(path)
+        self.reason = reason
+        Exception.__init__(
+            self,
+            f"the download of {self.path} failed its integrity check: {reason}; the downloaded bytes were "
+            "discarded, load again to download the file afresh (if this repeats, the endpoint does not "
+            "serve the pinned file)",
+        )
 
 
 class JsonNestingError(json.JSONDecodeError):

@@ -12,6 +12,12 @@ request. The SHA-256 is computed while the bytes arrive. Only a file whose size 
 digest match its pin is renamed to its final name, so a file under its own name in
 the cache is always a verified one.
 
+A download that does not complete (or match) in time fails: a silent connection after
+``read_timeout_s``, a slow one when it delivers less than ``stall_bytes`` within any
+``stall_timeout_s`` (a server trickling 2 KiB/s), and any download after
+``total_timeout_s`` if set. ``cancel`` is checked between received blocks. Bytes that
+fail verification are discarded, so the next attempt starts afresh.
+
 Offline mode (``ONESPEECH_OFFLINE=1`` or ``HF_HUB_OFFLINE=1``, or ``offline=True``)
 never touches the network: it uses what the cache holds or fails naming what is missing.
 """
@@ -22,24 +28,27 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
 import requests
+import urllib3
 from tqdm import tqdm
 
 from onespeech.kernels import __version__
+from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
 from onespeech.kernels.errors import (
+    CorruptDownloadError,
     DownloadError,
-    ModelIntegrityError,
     OfflineModeError,
+    OperationCancelledError,
     RemoteFileNotFoundError,
+    UnsafeFileNameError,
 )
 from onespeech.kernels.store import (
     FileDigest,
-    UnsafeFileNameError,
     check_repo_id,
     check_revision,
     record_verified,
@@ -79,12 +88,18 @@ class FetchOptions:
     progress: bool | None = None  # None: a bar only when stderr is a terminal
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0  # longest silence allowed between two received blocks
+    stall_timeout_s: float = 60.0  # ... and at least stall_bytes must arrive within any such span
+    stall_bytes: int = 1 << 20
+    total_timeout_s: float | None = None  # a whole file (all attempts) must be done by then
     retries: int = 5  # attempts per file = retries + 1
     backoff_s: float = 1.0  # wait before retry k is backoff_s * 2**(k-1), at most 30 s
 
     def __post_init__(self) -> None:
-        if self.connect_timeout_s <= 0 or self.read_timeout_s <= 0:
-            raise ValueError("connect_timeout_s and read_timeout_s must be > 0 seconds")
+        timeouts = (self.connect_timeout_s, self.read_timeout_s, self.stall_timeout_s)
+        if any(not t > 0 for t in timeouts) or (self.total_timeout_s is not None and not self.total_timeout_s > 0):
+            raise ValueError("connect_timeout_s, read_timeout_s, stall_timeout_s and total_timeout_s must be > 0 s")
+        if isinstance(self.stall_bytes, bool) or not isinstance(self.stall_bytes, int) or self.stall_bytes < 1:
+            raise ValueError(f"stall_bytes={self.stall_bytes!r} must be an int >= 1")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise ValueError(f"retries={self.retries!r} must be an int >= 0")
         if self.backoff_s < 0:
@@ -136,6 +151,24 @@ class _Retry(Exception):
     """An attempt failed in a way another attempt may fix."""
 
 
+@dataclass
+class _Clock:
+    """The deadlines of one file's download (all attempts) and its cancellation signal."""
+
+    url: str
+    options: FetchOptions
+    cancel: Cancel
+    deadline: float | None
+
+    def check(self) -> None:
+        if is_cancelled(self.cancel):
+            raise OperationCancelledError(f"the download of {self.url} was cancelled by the caller's signal")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DownloadError(
+                f"downloading {self.url} did not complete within total_timeout_s={self.options.total_timeout_s:g} s"
+            )
+
+
 def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -147,7 +180,7 @@ def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
 
 
 def _describe(exc: BaseException | None, options: FetchOptions) -> str:
-    if isinstance(exc, requests.Timeout):
+    if isinstance(exc, (requests.Timeout, urllib3.exceptions.TimeoutError)):
         return (
             f"timed out (connect timeout {options.connect_timeout_s:g} s, "
             f"read timeout {options.read_timeout_s:g} s): {exc}"
@@ -155,11 +188,35 @@ def _describe(exc: BaseException | None, options: FetchOptions) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _blocks(resp: requests.Response, clock: _Clock) -> Iterator[bytes]:
+    """The body in blocks as they arrive (not waiting for a full block: a slow server
+    must not hide a stall or a cancellation for long), checking the clock between them."""
+    read = getattr(resp.raw, "read1", None) or resp.raw.read
+    options = clock.options
+    window_start, window_bytes = time.monotonic(), 0
+    while True:
+        clock.check()
+        block = read(_CHUNK)
+        if not block:
+            return
+        now = time.monotonic()
+        window_bytes += len(block)
+        if window_bytes >= options.stall_bytes:
+            window_start, window_bytes = now, 0
+        elif now - window_start > options.stall_timeout_s:
+            raise _Retry(
+                f"{clock.url} stalled: {window_bytes} bytes in {now - window_start:.1f} s, less than "
+                f"stall_bytes={options.stall_bytes} within stall_timeout_s={options.stall_timeout_s:g} s"
+            )
+        yield block
+
+
 def _attempt(
-    session: requests.Session, url: str, part: Path, pin: FileDigest, options: FetchOptions, bar: tqdm
+    session: requests.Session, part: Path, pin: FileDigest, clock: _Clock, bar: tqdm
 ) -> hashlib._Hash | None:
     """One GET (ranged if ``part`` holds a prefix). Returns the digest of ``part`` when the
     response ended cleanly, None when the server says the range is past the end (416)."""
+    url, options = clock.url, clock.options
     offset = part.stat().st_size if part.exists() else 0
     if offset > pin.size:  # longer than the pin can ever be: start over
         part.unlink()
@@ -192,10 +249,10 @@ def _attempt(
         with open(part, "r+b" if offset else "wb") as f:
             f.seek(offset)
             f.truncate()
-            for block in resp.iter_content(chunk_size=_CHUNK):
+            for block in _blocks(resp, clock):
                 written += len(block)
                 if written > pin.size:  # never fill the disk with a file larger than its pin
-                    raise ModelIntegrityError(part, f"{url} sent more than the pinned {pin.size} bytes")
+                    raise CorruptDownloadError(part.with_suffix(""), f"{url} sent more than the pinned {pin.size} bytes")
                 f.write(block)
                 digest.update(block)
                 bar.update(len(block))
@@ -213,62 +270,94 @@ def fetch_file(
     *,
     options: FetchOptions = FetchOptions(),
     session: requests.Session | None = None,
+    cancel: Cancel = None,
 ) -> Path:
     """Download ``url`` to ``dest`` and verify it against ``pin``.
 
     Bytes go to ``dest.part`` (resumed if present); after the size and SHA-256 match,
-    it is renamed to ``dest``. Connection errors, timeouts, HTTP 429/5xx and short
-    bodies are retried ``options.retries`` times with exponential backoff, each retry
-    resuming where the last stopped.
+    it is renamed to ``dest``. Connection errors, timeouts, stalls, HTTP 429/5xx and
+    short bodies are retried ``options.retries`` times with exponential backoff, each
+    retry resuming where the last stopped.
 
     Raises
     ------
     RemoteFileNotFoundError
         HTTP 404/410 (not retried).
     DownloadError
-        Any other failure after the retries; the ``.part`` file is kept for resuming.
-    ModelIntegrityError
-        The complete download does not match ``pin``; names the ``.part`` file to remove.
+        Any other failure after the retries, or ``options.total_timeout_s`` passed;
+        the ``.part`` file is kept for resuming.
+    OperationCancelledError
+        ``cancel`` was set; the ``.part`` file is kept for resuming.
+    CorruptDownloadError
+        The complete download does not match ``pin``; the ``.part`` file is discarded.
     """
+    check_cancel(cancel)
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    total = options.total_timeout_s
+    clock = _Clock(url, options, cancel, time.monotonic() + total if total is not None else None)
     own_session = session is None
     session = session or _session()
     bar = tqdm(
         total=pin.size, unit="B", unit_scale=True, unit_divisor=1024, desc=dest.name,
         disable=not progress_enabled(options.progress), leave=False,
     )  # fmt: skip
+    stale = part.is_file() and part.stat().st_size == pin.size  # complete, yet not renamed: unverified
     try:
-        digest = _download(session, url, part, pin, options, bar)
+        digest = _download(session, part, pin, clock, bar)
+        if digest is None and stale and sha256_file(part) != pin:
+            # a complete .part left by an earlier run that does not match: nothing was
+            # downloaded now, so discard it and download once afresh
+            part.unlink()
+            digest = _download(session, part, pin, clock, bar)
+    except CorruptDownloadError:
+        part.unlink(missing_ok=True)
+        raise
     finally:
         bar.close()
         if own_session:
             session.close()
     actual = digest.hexdigest() if digest is not None else sha256_file(part).sha256
     size = part.stat().st_size
-    if size != pin.size:
-        raise ModelIntegrityError(part, f"download from {url} has {size} bytes, the pin says {pin.size}")
-    if actual != pin.sha256:
-        raise ModelIntegrityError(part, f"download from {url} has SHA-256 {actual}, the pin says {pin.sha256}")
+    if size != pin.size or actual != pin.sha256:
+        part.unlink(missing_ok=True)
+        what = f"{size} bytes" if size != pin.size else f"SHA-256 {actual}"
+        expected = f"{pin.size} bytes" if size != pin.size else f"SHA-256 {pin.sha256}"
+        raise CorruptDownloadError(dest, f"the bytes downloaded from {url} have {what}, the pin says {expected}")
     os.replace(part, dest)
     return dest
 
 
+_RETRIED = (
+    _Retry,
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    urllib3.exceptions.HTTPError,  # raised by the raw body reads
+)
+
+
 def _download(
-    session: requests.Session, url: str, part: Path, pin: FileDigest, options: FetchOptions, bar: tqdm
+    session: requests.Session, part: Path, pin: FileDigest, clock: _Clock, bar: tqdm
 ) -> hashlib._Hash | None:
+    options = clock.options
     last: BaseException | None = None
     for attempt in range(options.retries + 1):
         if attempt:
-            time.sleep(min(options.backoff_s * 2 ** (attempt - 1), 30.0))
+            pause = min(options.backoff_s * 2 ** (attempt - 1), 30.0)
+            end = time.monotonic() + pause
+            while (left := end - time.monotonic()) > 0:  # cancel and deadline apply while waiting too
+                clock.check()
+                time.sleep(min(left, 0.1))
+        clock.check()
         try:
-            return _attempt(session, url, part, pin, options, bar)
-        except (_Retry, requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as e:
+            return _attempt(session, part, pin, clock, bar)
+        except _RETRIED as e:
             last = e
     kept = f"; {part.stat().st_size} bytes kept in {part} to resume" if part.exists() else ""
     raise DownloadError(
-        f"downloading {url} failed after {options.retries + 1} attempts: {_describe(last, options)}{kept}"
+        f"downloading {clock.url} failed after {options.retries + 1} attempts: {_describe(last, options)}{kept}"
     ) from last
 
 
@@ -285,6 +374,7 @@ def fetch_files(
     directory: str | os.PathLike[str],
     *,
     options: FetchOptions = FetchOptions(),
+    cancel: Cancel = None,
 ) -> dict[str, Path]:
     """Make ``directory`` hold every file in ``files`` (name -> pin), verified.
 
@@ -300,9 +390,12 @@ def fetch_files(
     OfflineModeError
         Offline mode and files are missing (all of them are named).
     ModelIntegrityError
-        A present or downloaded file does not match its pin (names the file to remove).
+        A present file does not match its pin (names the file to remove); a downloaded
+        one raises ``CorruptDownloadError`` (discarded, load again to retry).
     DownloadError
         A download failed.
+    OperationCancelledError
+        ``cancel`` was set.
     """
     directory = Path(directory)
     check_repo_id(repo_id)
@@ -321,6 +414,6 @@ def fetch_files(
         with _session() as session:
             for name in missing:
                 url = file_url(repo_id, revision, name, options.endpoint)
-                fetch_file(url, paths[name], files[name], options=options, session=session)
+                fetch_file(url, paths[name], files[name], options=options, session=session, cancel=cancel)
                 record_verified(directory, {name: files[name]})
     return paths

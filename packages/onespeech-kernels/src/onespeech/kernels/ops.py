@@ -21,8 +21,9 @@ from .threads import get_threads
 _kernels: Any = _cpu.select_variant()  # a compiled module (no type stubs), or None
 
 # batches up to this many rows go through the compiled bf16 GEMV (weights read
-# once, activations reused from cache); larger ones expand weight row blocks to
-# float32 and use BLAS GEMM, whose arithmetic intensity wins there
+# once, activations reused from cache); larger ones run VDPBF16PS where the CPU
+# has it and x holds bf16 values (`_linear_bf16_dot`), else expand weight row
+# blocks to float32 and use BLAS GEMM, whose arithmetic intensity wins there
 _BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
 _F32_GEMV_MAX_ROWS = 1

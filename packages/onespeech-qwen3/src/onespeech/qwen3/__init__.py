@@ -6,6 +6,7 @@
 """
 
 from onespeech.kernels.precision import Precision
+from onespeech.qwen3 import models as _models  # noqa: F401 - registers the asr and aligner kinds
 from onespeech.qwen3.errors import (
     ConfigError,
     ContextError,

@@ -10,7 +10,7 @@ instead of returning truncated text; a cancelled call raises ``RecognitionCancel
 from __future__ import annotations
 
 from onespeech.kernels.cancel import Cancel, is_cancelled
-from onespeech.kernels.errors import ModelIntegrityError, OperationCancelledError
+from onespeech.kernels.errors import ModelIntegrityError, ModelKindError, OperationCancelledError
 
 __all__ = [
     "ConfigError",
@@ -35,10 +35,6 @@ class ContextError(ValueError):
 
 class MaxNewTokensError(RuntimeError):
     """Generation reached max_new_tokens without the model ending its answer."""
-
-
-class ModelKindError(ValueError):
-    """The directory holds another kind of model than the one asked for (or is inconsistent)."""
 
 
 class RecognitionCancelled(OperationCancelledError):

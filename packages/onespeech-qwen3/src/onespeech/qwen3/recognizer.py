@@ -35,7 +35,7 @@ from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.decoder import Generation, Qwen3Decoder
 from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
-from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, raise_if_cancelled
+from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
 from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
 from onespeech.qwen3.runtime import RuntimeModel
@@ -167,10 +167,15 @@ class Qwen3Recognizer:
         vad : SileroVad | path | None
             Voice activity detector for inputs over 30 s (a loaded ``SileroVad`` or
             the path of ``silero_vad.onnx``), loaded the first time one is needed.
-            Without one, inputs over 30 s raise RuntimeError naming this argument.
+            None: the catalog's Silero VAD (``silero-vad``), fetched, verified and
+            converted into the model cache on first use like the Qwen models.
 
         Raises
         ------
+        ModelKindError
+            The directory or catalog id holds a forced aligner, not a Qwen3-ASR model.
+        UnknownModelError, FileNotFoundError
+            Neither a catalog id nor an existing directory.
         ModelIntegrityError
             A damaged file (the message names the file to remove).
         ConversionInProgressError
@@ -178,20 +183,27 @@ class Qwen3Recognizer:
         ContextError
             ``options.context`` is too long or holds special tokens.
         """
+        from onespeech.kernels.resolve import resolve
+        from onespeech.qwen3.config import load_config
         from onespeech.qwen3.runtime import load_model
-        from onespeech.tokenizer import Qwen3Tokenizer
 
         options = options or Qwen3Options()
         check_cancel(cancel)
         raise_if_cancelled(cancel)
-        if not Path(model_directory).is_dir():
-            from onespeech.qwen3.resolve import resolve
-
-            # not a directory: a catalog id (an unknown one raises UnknownModelError)
-            model_directory = resolve(str(model_directory), options.precision.value)
+        if Path(model_directory).is_dir():
+            config = load_config(model_directory)  # before converting anything
+            if config.is_aligner:
+                raise ModelKindError(
+                    f"{model_directory} holds a {config.model_type} model (a forced aligner); Qwen3Recognizer "
+                    "needs a Qwen3-ASR checkpoint (e.g. Qwen/Qwen3-ASR-0.6B); load aligners with "
+                    "onespeech.align.Qwen3ForcedAligner"
+                )
+        else:
+            # a catalog id (an unknown one raises UnknownModelError, a missing path FileNotFoundError)
+            model_directory = resolve(str(model_directory), options.precision.value, kind="asr", cancel=cancel)
             raise_if_cancelled(cancel)
         with thread_limit(options.threads):
-            model = load_model(model_directory, options.precision.value)
+            model = load_model(model_directory, options.precision.value, kind="asr")
         try:
             raise_if_cancelled(cancel)
             tokenizer = Qwen3Tokenizer.load(model.directory)
@@ -382,17 +394,11 @@ class Qwen3Recognizer:
 
 
 def _default_vad() -> SileroVad:
-    """The default Silero VAD (see :mod:`onespeech.qwen3.vad_model`)."""
+    """The default Silero VAD, fetched on first use (:mod:`onespeech.features.vad_model`)."""
     from onespeech.features import SileroVad
-    from onespeech.qwen3.vad_model import VadModelNotFoundError, default_vad_path
+    from onespeech.features.vad_model import default_vad_path
 
-    try:
-        return SileroVad.load(default_vad_path())
-    except VadModelNotFoundError as e:
-        raise VadModelNotFoundError(
-            f"inputs over 30 s are split by a VAD: pass vad=<path to silero_vad.onnx> to "
-            f"Qwen3Recognizer.load, or provide the default one ({e})"
-        ) from e
+    return SileroVad.load(default_vad_path())
 
 
 def _document(segments: list[Segment], languages: Languages) -> Transcript:

@@ -1,12 +1,15 @@
 """Load runtime files (converting publisher files in place on first use).
 
 ``ensure_runtime(model_dir, precision)`` makes sure ``model_dir`` holds verified
-runtime files of that precision: if its manifest (``manifest.fp32.json`` /
-``manifest.bf16.json``) is there, nothing happens; otherwise the publisher files
-in the same directory are converted into a staging directory under the directory
-lock and installed atomically (data files first, manifest last), so no reader
-ever sees a half-written runtime. A second process converting the same directory
-gets ``ConversionInProgressError`` (retry after the first completes).
+runtime files of that precision. It is the kernels' one install path
+(:func:`onespeech.kernels.resolve.resolve_local`): an install record whose source
+files are unchanged means nothing to do; otherwise the publisher files are
+converted into a staging directory under the directory lock, verified and
+installed atomically (data files first, manifest and record last), so no reader
+ever sees a half-written runtime. Publisher files that changed since the
+conversion (a new fine-tune copied over) are converted again. A second process
+converting the same directory gets ``ConversionInProgressError`` (retry after the
+first completes).
 
 ``load_runtime(directory, precision)`` checks the manifest (every file's size at
 each load, SHA-256 once per install, remembered in ``.verified.json``), memory-maps
@@ -18,7 +21,6 @@ bfloat16 bits for BF16).
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -27,18 +29,12 @@ import numpy as np
 
 from onespeech.kernels import ops
 from onespeech.kernels.errors import ModelIntegrityError
-from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.precision import Precision
-from onespeech.kernels.store import Manifest, install, new_staging_dir, remove_stale_staging, verify_manifest
+from onespeech.kernels.resolve import convert_directory, install_record_name, resolve_local
+from onespeech.kernels.store import Manifest, verify_manifest
 from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
 from onespeech.qwen3.config import Qwen3Config, load_config
-from onespeech.qwen3.convert import (
-    RUNTIME_FORMAT,
-    check_layer_counts,
-    convert,
-    expected_tensors,
-    manifest_name,
-)
+from onespeech.qwen3.convert import RUNTIME_FORMAT, check_layer_counts, expected_tensors, manifest_name
 
 __all__ = [
     "RuntimeModel",
@@ -140,23 +136,20 @@ def activation_rounding(bf16: bool) -> Callable[[np.ndarray], np.ndarray]:
 
 
 def has_runtime(directory: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32) -> bool:
-    """True if ``directory`` holds the manifest of ``precision`` (installed runtime files)."""
-    return (Path(directory) / manifest_name(precision)).is_file()
+    """True if ``directory`` holds the install record of ``precision`` (installed runtime files)."""
+    return (Path(directory) / install_record_name(precision)).is_file()
 
 
-def _has_publisher_files(directory: Path) -> bool:
-    return (directory / "config.json").is_file() and (
-        (directory / "model.safetensors").is_file() or (directory / "model.safetensors.index.json").is_file()
-    )
-
-
-def ensure_runtime(model_dir: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32) -> Path:
-    """Convert ``model_dir``'s publisher files into runtime files there, once.
+def ensure_runtime(
+    model_dir: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32, *, kind: str = "asr"
+) -> Path:
+    """Convert ``model_dir``'s publisher files into runtime files there, once (see the module docstring).
 
     Returns
     -------
     Path
-        ``model_dir`` (now holding ``manifest.<precision>.json`` and its files).
+        The directory holding the runtime files: ``model_dir``, or its conversion in
+        the cache when ``model_dir`` is read-only.
 
     Raises
     ------
@@ -165,21 +158,9 @@ def ensure_runtime(model_dir: str | os.PathLike[str], precision: Precision | str
     ConversionInProgressError
         Another process is converting this directory; retry after it completes.
     ModelIntegrityError
-        A publisher or freshly converted file is damaged (names the file).
+        A publisher or converted file is damaged (names the file).
     """
-    precision = Precision.parse(precision).value
-    directory = Path(model_dir)
-    if has_runtime(directory, precision):
-        return directory
-    if not directory.is_dir():
-        raise FileNotFoundError(f"model directory {directory} does not exist")
-    if not _has_publisher_files(directory):
-        raise FileNotFoundError(
-            f"{directory} holds neither {precision} runtime files ({manifest_name(precision)}) nor publisher "
-            "files (config.json with model.safetensors or model.safetensors.index.json)"
-        )
-    install_runtime(directory, directory, precision)
-    return directory
+    return resolve_local(model_dir, precision, kind=kind)
 
 
 def install_runtime(
@@ -189,36 +170,18 @@ def install_runtime(
     *,
     revision: str | None = None,
 ) -> Path:
-    """Convert ``publisher_dir`` and install the result in ``runtime_dir`` atomically.
+    """Convert ``publisher_dir`` and install the result in ``runtime_dir`` (may be the same directory).
 
-    Under ``runtime_dir``'s lock: convert into a staging directory beside the
-    target, hash every output against the converter's manifest, then install
-    (data files first, manifest last). ``runtime_dir`` may equal ``publisher_dir``
-    (in-place conversion). Returns ``runtime_dir``.
+    :func:`onespeech.kernels.resolve.convert_directory`: under ``runtime_dir``'s lock,
+    convert into a staging directory, verify every output, write the install record,
+    install. Returns ``runtime_dir``.
 
     Raises
     ------
     ConversionInProgressError
         Another process holds the lock; retry after it completes.
     """
-    precision = Precision.parse(precision).value
-    source, target = Path(publisher_dir), Path(runtime_dir)
-    target.mkdir(parents=True, exist_ok=True)
-    with DirectoryLock(target):
-        if has_runtime(target, precision) and target.resolve() == source.resolve():
-            return target  # converted by another process meanwhile
-        remove_stale_staging(target)
-        staging = new_staging_dir(target)
-        try:
-            convert(source, staging, precision, revision=revision)
-            # hash every output now: a bad write fails here, and the stamps carried
-            # into the install make the first load skip re-hashing
-            verify_manifest(staging, name=manifest_name(precision), digests="always")
-            install(staging, target, [manifest_name(precision)])
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return convert_directory(publisher_dir, runtime_dir, precision, kind="asr", revision=revision)
 
 
 def load_runtime(
@@ -286,6 +249,8 @@ def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Pa
             )
 
 
-def load_model(model_dir: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32) -> RuntimeModel:
-    """:func:`ensure_runtime` then :func:`load_runtime` (what ``Qwen3Recognizer.load`` needs)."""
-    return load_runtime(ensure_runtime(model_dir, precision), precision)
+def load_model(
+    model_dir: str | os.PathLike[str], precision: Precision | str = Precision.FLOAT32, *, kind: str = "asr"
+) -> RuntimeModel:
+    """:func:`ensure_runtime` then :func:`load_runtime` (what the recognizer and the aligner need)."""
+    return load_runtime(ensure_runtime(model_dir, precision, kind=kind), precision)

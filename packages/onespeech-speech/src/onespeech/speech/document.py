@@ -12,6 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.qwen3.units import join_texts
 from onespeech.speech.errors import DocumentFormatError
 
@@ -189,7 +190,7 @@ class Document:
     def from_json(cls, text: str) -> Document:
         """Parse :meth:`to_json` output."""
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except json.JSONDecodeError as error:
             raise DocumentFormatError(f"not JSON: {error}") from error
         return cls.from_dict(data)

@@ -79,12 +79,12 @@ class StreamResampler:
 
 
 def load_vad(vad: SileroVad | str | os.PathLike[str] | None) -> SileroVad:
-    """A loaded VAD, the given path's, or the default (see ``onespeech.qwen3.vad_model``)."""
+    """A loaded VAD, the given path's, or the default (see ``onespeech.features.vad_model``: fetched on first use)."""
     if isinstance(vad, SileroVad):
         return vad
     if vad is not None:
         return SileroVad.load(Path(vad))
-    from onespeech.qwen3.vad_model import default_vad_path
+    from onespeech.features.vad_model import default_vad_path
 
     return SileroVad.load(default_vad_path())
 

@@ -61,6 +61,7 @@ class _Model:
     """A model argument and, once resolved, its runtime directory."""
 
     name: str
+    kind: str  # "asr" or "aligner" (onespeech.kernels.registry)
     directory: Path | None = None
     revision: str | None = None
 
@@ -136,8 +137,8 @@ class Transcriber:
         self.cancel = cancel
         self.speakers = speakers
         self.vad_options = vad_options or VadOptions()
-        self._model = _Model(os.fspath(model))
-        self._aligner = _Model(os.fspath(aligner)) if aligner is not None else None
+        self._model = _Model(os.fspath(model), "asr")
+        self._aligner = _Model(os.fspath(aligner), "aligner") if aligner is not None else None
         self._vad = vad
         self._catalog_dir = catalog_dir
         self._closed = False
@@ -253,11 +254,11 @@ class Transcriber:
 
     def _resolve(self, model: _Model) -> Path:
         if model.directory is None:
-            from onespeech.qwen3.catalog import get_entry
-            from onespeech.qwen3.resolve import resolve
+            from onespeech.kernels.catalog import get_entry
+            from onespeech.kernels.resolve import resolve
 
             precision = self.recognizer_options.precision
-            model.directory = resolve(model.name, precision, catalog_dir=self._catalog_dir)
+            model.directory = resolve(model.name, precision, kind=model.kind, catalog_dir=self._catalog_dir)
             if not Path(model.name).is_dir():
                 model.revision = get_entry(model.name, self._catalog_dir).revision
         return model.directory
@@ -270,7 +271,7 @@ class Transcriber:
             if self._vad is not None:
                 self._vad = SileroVad.load(self._vad)
             else:
-                from onespeech.qwen3.vad_model import default_vad_path
+                from onespeech.features.vad_model import default_vad_path
 
                 self._vad = SileroVad.load(default_vad_path())
         return self._vad

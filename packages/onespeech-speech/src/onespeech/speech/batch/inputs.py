@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.speech.errors import ManifestError
 
 AUDIO_EXTENSIONS = frozenset(
@@ -106,8 +107,8 @@ def _manifest_items(manifest: Path) -> tuple[list[CorpusItem], list[ManifestErro
 
 def _parse_jsonl(text: str) -> dict[str, object]:
     try:
-        entry = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
+        entry = loads_json(text)
+    except json.JSONDecodeError as e:
         raise ValueError(f"not a JSON object ({e.__class__.__name__})") from None
     if not isinstance(entry, dict):
         raise ValueError(f"expected a JSON object with 'path', got {type(entry).__name__}")

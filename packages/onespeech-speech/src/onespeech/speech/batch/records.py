@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onespeech.kernels.jsonfile import loads_json
+
 RECORD_VERSION = 1
 _HASH_BLOCK = 1 << 20
 
@@ -69,7 +71,7 @@ class Record:
 
     @classmethod
     def from_json(cls, text: str) -> Record:
-        data = json.loads(text)
+        data = loads_json(text)
         if not isinstance(data, dict) or data.get("version") != RECORD_VERSION:
             raise ValueError(f"not a version-{RECORD_VERSION} batch record")
         return cls(
@@ -93,7 +95,7 @@ def read_record(path: Path) -> Record | None:
         return Record.from_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 

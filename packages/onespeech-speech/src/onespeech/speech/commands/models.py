@@ -34,8 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from onespeech.kernels.errors import ModelIntegrityError
-    from onespeech.qwen3.catalog import CatalogError, UnknownModelError
+    from onespeech.kernels.errors import CatalogError, ModelIntegrityError, UnknownModelError
 
     try:
         return _ACTIONS[args.action](args)
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from onespeech.qwen3.catalog import load_catalog
+    from onespeech.kernels.catalog import load_catalog
 
     for entry in load_catalog(args.catalog_dir).values():
         sizes = [f.size for f in entry.files if f.required and f.size is not None]
@@ -56,10 +55,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _cached_state(entry) -> str:
-    from onespeech.qwen3.resolve import PUBLISHER_DIR, RUNTIME_DIR, install_record_name, model_dir
+    from onespeech.kernels.resolve import PUBLISHER_DIR, RUNTIME_DIR, install_record_name, model_dir
 
-    if entry.source_type != "huggingface":
-        return f"installed with the {entry.package} package (pip), not in the model cache"
     directory = model_dir(entry)
     if not directory.exists():
         return "no"
@@ -74,17 +71,17 @@ def _cached_state(entry) -> str:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from onespeech.qwen3.resolve import resolve
+    from onespeech.kernels.resolve import resolve
 
-    runtime = resolve(args.model, args.precision, catalog_dir=args.catalog_dir)
+    runtime = resolve(args.model, args.precision, catalog_dir=args.catalog_dir)  # a catalog id: its kind is known
     print(f"{args.model} ({args.precision}): {runtime}")
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from onespeech.kernels.catalog import get_entry
+    from onespeech.kernels.resolve import PUBLISHER_DIR, RUNTIME_DIR, install_record_name, model_dir
     from onespeech.kernels.store import read_manifest, verify_files
-    from onespeech.qwen3.catalog import get_entry
-    from onespeech.qwen3.resolve import PUBLISHER_DIR, RUNTIME_DIR, install_record_name, model_dir
 
     entry = get_entry(args.model, args.catalog_dir)
     directory = model_dir(entry)
@@ -109,9 +106,9 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
+    from onespeech.kernels.catalog import get_entry
     from onespeech.kernels.lock import LOCK_NAME, DirectoryLock
-    from onespeech.qwen3.catalog import get_entry
-    from onespeech.qwen3.resolve import model_dir
+    from onespeech.kernels.resolve import model_dir
 
     directory = model_dir(get_entry(args.model, args.catalog_dir))
     if not directory.exists():

@@ -26,6 +26,7 @@ import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.kernels.jsonfile import loads_json
 from onespeech.speech.live_chunks import ClosedChunk, LiveChunker
 from onespeech.speech.server.backend import Backend
 from onespeech.speech.server.errors import ApiError, bad_request, from_exception
@@ -184,7 +185,7 @@ def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, 
 
 def _check_finish(text: str | None) -> None:
     try:
-        message = json.loads(text or "")
+        message = loads_json(text or "")
     except json.JSONDecodeError:
         message = None
     if not isinstance(message, dict) or message.get("type") != "finish":

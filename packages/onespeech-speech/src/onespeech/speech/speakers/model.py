@@ -6,43 +6,28 @@ order
 1. the file named by ``ONESPEECH_SPEAKER_MODEL`` (a Resemblyzer ``pretrained.pt``, read
    with the restricted reader and converted once into ``<cache>/speakers/user-<digest>``,
    or an already converted tensor file; a file the user chose, so not held to the pin);
-2. the install of catalog entry ``resemblyzer`` under
-   ``<cache>/models/pypi--Resemblyzer/0.1.4/runtime``, verified against its record;
-3. otherwise, under the model directory's lock: the pinned wheel is downloaded from
-   ``{ONESPEECH_PYPI_FILES or https://files.pythonhosted.org}/packages/py3/R/Resemblyzer/<wheel>``
-   (resumable, retried, progress bar; offline mode never downloads) and checked against
-   the catalog's size and SHA-256; its member ``resemblyzer/pretrained.pt`` is extracted
-   and checked against the member pin; the converter writes the tensor file into a
-   staging directory, whose output must match the catalog's runtime pin; then the
-   install is atomic (data file first, record last). The wheel is deleted once its
-   member is verified.
+2. the catalog entry ``resemblyzer`` through the kernels' one install path
+   (:func:`onespeech.kernels.resolve.resolve`, kind ``speaker``): on first use the
+   pinned wheel is downloaded (``ONESPEECH_PYPI_FILES`` names a mirror of PyPI's file
+   host), its member ``resemblyzer/pretrained.pt`` is verified against its pin,
+   converted, checked against the catalog's runtime pin and installed under
+   ``<cache>/models/pypi--Resemblyzer/0.1.4/runtime``; later calls verify the install
+   and touch no network.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import zipfile
 from pathlib import Path
 
-from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
-from onespeech.kernels.fetch import FetchOptions, fetch_file, offline_mode
-from onespeech.kernels.lock import DirectoryLock
-from onespeech.kernels.store import (
-    FileDigest,
-    cache_root,
-    install,
-    new_staging_dir,
-    read_manifest,
-    remove_stale_staging,
-    sha256_file,
-    verify_file,
-    verify_files,
-    write_manifest,
-)
-from onespeech.qwen3.catalog import CatalogEntry, get_entry
+from onespeech.kernels.catalog import get_entry
+from onespeech.kernels.errors import OfflineModeError
+from onespeech.kernels.fetch import FetchOptions
+from onespeech.kernels.resolve import convert_directory, install_record_name, is_installed, resolve
+from onespeech.kernels.store import cache_root, sha256_file
+from onespeech.kernels.wheel import PYPI_FILES_ENV, wheel_url
 from onespeech.speech.errors import SpeakerModelNotFoundError
+from onespeech.speech.speakers import models as _models  # noqa: F401 - registers the speaker kind
 from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
 from onespeech.speech.speakers.encoder import SpeakerEncoder
 
@@ -58,30 +43,14 @@ __all__ = [
 ]
 
 SPEAKER_MODEL_ENV = "ONESPEECH_SPEAKER_MODEL"
-PYPI_FILES_ENV = "ONESPEECH_PYPI_FILES"
-DEFAULT_PYPI_FILES = "https://files.pythonhosted.org"
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
-CHECKPOINT = "pretrained.pt"
-RECORD = "install.fp32.json"
-_MEMBER_CHUNK = 1 << 20
 
 
 def vad_model_path() -> Path:
-    """The default VAD model (``onespeech.qwen3.vad_model.default_vad_path``)."""
-    from onespeech.qwen3.vad_model import default_vad_path
+    """The default VAD model (``onespeech.features.vad_model.default_vad_path``: fetched on first use)."""
+    from onespeech.features.vad_model import default_vad_path
 
     return default_vad_path()
-
-
-def wheel_url(entry: CatalogEntry, endpoint: str | None = None) -> str:
-    """The wheel's address on PyPI's file host (or a mirror with the same layout)."""
-    if entry.source_type != "pypi-wheel" or entry.wheel_name is None or entry.package is None:
-        raise ValueError(f"catalog entry {entry.id} is not a pinned PyPI wheel")
-    base = (endpoint or os.environ.get(PYPI_FILES_ENV) or DEFAULT_PYPI_FILES).rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        raise ValueError(f"{PYPI_FILES_ENV}={base!r} must start with http:// or https://")
-    python_tag = entry.wheel_name.split("-")[-3]
-    return f"{base}/packages/{python_tag}/{entry.package[0]}/{entry.package}/{entry.wheel_name}"
 
 
 def speaker_model_path(
@@ -115,7 +84,11 @@ def speaker_model_path(
             )
         return _converted_user_file(path, root)
     entry = get_entry(DEFAULT_SPEAKER_MODEL, catalog_dir)
-    return install_wheel_entry(entry, root, fetch_options or FetchOptions())
+    try:
+        runtime = resolve(entry, "fp32", kind="speaker", cache_dir=root, fetch_options=fetch_options or FetchOptions())
+    except OfflineModeError as e:
+        raise OfflineModeError(f"{e}; or set {SPEAKER_MODEL_ENV} to a Resemblyzer pretrained.pt") from e
+    return runtime / RUNTIME_NAME
 
 
 def load_speaker_encoder(
@@ -126,119 +99,16 @@ def load_speaker_encoder(
 
 
 def _converted_user_file(path: Path, root: Path) -> Path:
+    """A user's ``pretrained.pt`` converted once into ``<cache>/speakers/user-<sha256[:16]>``,
+    installed and verified at every load like every runtime file."""
     with open(path, "rb") as f:
         if f.read(8) == b"OSTENSR\x00":
             return path
-    digest = sha256_file(path).sha256[:16]
-    out = root / "speakers" / f"user-{digest}" / RUNTIME_NAME
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-        try:
-            convert_resemblyzer(path, tmp)
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
-    return out
+    target = root / "speakers" / f"user-{sha256_file(path).sha256[:16]}"
+    if not is_installed(target, install_record_name("fp32")):
 
+        def convert(publisher: Path, staging: Path, precision: str, revision: str | None) -> None:
+            convert_resemblyzer(path, staging / RUNTIME_NAME)
 
-def model_directory(entry: CatalogEntry, root: Path) -> Path:
-    """``<cache>/models/pypi--<package>/<version>``."""
-    if entry.package is None or entry.revision is None:
-        raise ValueError(f"catalog entry {entry.id} is not a pinned PyPI wheel")
-    return root / "models" / f"pypi--{entry.package}" / entry.revision
-
-
-def _installed(runtime: Path) -> bool:
-    if not (runtime / RECORD).is_file():
-        return False
-    files = read_manifest(runtime, name=RECORD).files
-    if any(not (runtime / name).is_file() for name in files):
-        return False
-    verify_files(runtime, files, digests="once", what="runtime file")
-    return True
-
-
-def install_wheel_entry(entry: CatalogEntry, root: Path, options: FetchOptions) -> Path:
-    """Fetch, verify, convert and install a pinned-wheel speaker entry; the tensor file's path."""
-    directory = model_directory(entry, root)
-    runtime = directory / "runtime"
-    if _installed(runtime):
-        return runtime / RUNTIME_NAME
-    pins = entry.runtime.get("fp32")
-    if pins is None or pins.status != "pinned" or pins.files is None:
-        raise ValueError(f"catalog entry {entry.id} has no pinned fp32 runtime file")
-    member = entry.file(CHECKPOINT)
-    if member.pin is None or member.member is None:
-        raise ValueError(f"catalog entry {entry.id} does not pin {CHECKPOINT} and its place in the wheel")
-    with DirectoryLock(directory):
-        if _installed(runtime):
-            return runtime / RUNTIME_NAME
-        remove_stale_staging(directory)
-        checkpoint = directory / "publisher" / CHECKPOINT
-        if checkpoint.is_file():
-            verify_file(checkpoint, member.pin, what=f"{entry.id} checkpoint")
-        else:
-            _fetch_member(entry, member.member, member.pin, checkpoint, options)
-        staging = new_staging_dir(directory)
-        try:
-            convert_resemblyzer(checkpoint, staging / RUNTIME_NAME)
-            for name, pin in pins.files.items():
-                got = sha256_file(staging / name)
-                if got != pin:
-                    raise ModelIntegrityError(
-                        staging / name,
-                        f"converter output is {got.size} bytes / SHA-256 {got.sha256}, the catalog pins "
-                        f"{pin.size} / {pin.sha256} (converter and catalog disagree)",
-                    )
-            write_manifest(
-                staging, pins.files, name=RECORD,
-                metadata={"model": entry.id, "package": entry.package, "package_version": entry.revision, "pinned": True},
-            )  # fmt: skip
-            install(staging, runtime, [RECORD])
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-    return runtime / RUNTIME_NAME
-
-
-def _fetch_member(
-    entry: CatalogEntry, member: str, pin: FileDigest, dest: Path, options: FetchOptions
-) -> None:
-    assert entry.wheel is not None and entry.wheel_name is not None
-    wheel = dest.parent / entry.wheel_name
-    if not wheel.is_file():
-        if offline_mode(options.offline):
-            raise OfflineModeError(
-                f"offline mode (ONESPEECH_OFFLINE / HF_HUB_OFFLINE) is on and the speaker encoder "
-                f"{entry.id} is not in the cache; fetch it while online or set {SPEAKER_MODEL_ENV}"
-            )
-        fetch_file(wheel_url(entry), wheel, entry.wheel, options=options)
-    else:
-        verify_file(wheel, entry.wheel, what=f"{entry.id} wheel")
-    part = dest.with_name(dest.name + ".part")
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            try:
-                info = archive.getinfo(member)
-            except KeyError:
-                raise ModelIntegrityError(wheel, f"the wheel has no member {member}") from None
-            if info.file_size != pin.size:
-                raise ModelIntegrityError(
-                    wheel, f"member {member} is {info.file_size} bytes, the pin says {pin.size}"
-                )
-            digest = hashlib.sha256()
-            with archive.open(info) as src, open(part, "wb") as out:
-                while block := src.read(_MEMBER_CHUNK):
-                    digest.update(block)
-                    out.write(block)
-    except (zipfile.BadZipFile, OSError) as e:
-        part.unlink(missing_ok=True)
-        raise ModelIntegrityError(wheel, f"not a readable wheel ({e})") from e
-    if digest.hexdigest() != pin.sha256:
-        part.unlink(missing_ok=True)
-        raise ModelIntegrityError(
-            wheel, f"member {member} has SHA-256 {digest.hexdigest()}, the pin says {pin.sha256}"
-        )
-    os.replace(part, dest)
-    wheel.unlink()
+        convert_directory(path.parent, target, "fp32", kind="speaker", converter=convert)
+    return target / RUNTIME_NAME

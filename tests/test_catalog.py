@@ -7,18 +7,12 @@ import json
 
 import pytest
 
+from onespeech.kernels.catalog import entry_from_data, get_entry, load_catalog, validate_catalog_data
+from onespeech.kernels.errors import CatalogError, UnknownModelError
+from onespeech.kernels.registry import catalog_dirs
 from onespeech.kernels.store import sha256_file
-from onespeech.qwen3.catalog import (
-    CATALOG_DIR,
-    CatalogError,
-    UnknownModelError,
-    entry_from_data,
-    get_entry,
-    load_catalog,
-    validate_catalog_data,
-)
 
-CATALOG_FILES = sorted(CATALOG_DIR.glob("*.json"))
+CATALOG_FILES = sorted(p for d in catalog_dirs() for p in d.glob("*.json"))
 KNOWN = {
     "Qwen/Qwen3-ASR-0.6B": "5eb144179a02acc5e5ba31e748d22b0cf3e303b0",
     "Qwen/Qwen3-ASR-1.7B": "7278e1e70fe206f11671096ffdd38061171dd6e5",
@@ -112,7 +106,7 @@ def test_unknown_model_lists_known_ids():
 
 @pytest.fixture()
 def data():
-    return json.loads((CATALOG_DIR / "Qwen--Qwen3-ASR-0.6B.json").read_text())
+    return json.loads(get_entry("Qwen/Qwen3-ASR-0.6B").path.read_text())
 
 
 def mutate(data, fn):

