@@ -37,6 +37,8 @@ def main() -> int:
     parser.add_argument("--block-ms", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=512,
+                        help="token budget per chunk (a checkpoint without end_scale decodes up to it)")
     args = parser.parse_args()
     data = find_shared_data()
     if data is None:
@@ -51,10 +53,12 @@ def main() -> int:
     block = 16 * args.block_ms
     with tempfile.TemporaryDirectory(prefix="onespeech-latency-") as tmp:
         model = Path(args.model) if args.model else _checkpoint(Path(tmp), args.size, data)
+        model_name = model.name
         started = time.perf_counter()
-        session = LiveSession(model, vad=data / "models" / "silero_vad.onnx", threads=args.threads)
+        session = LiveSession(model, vad=data / "models" / "silero_vad.onnx", threads=args.threads,
+                              max_new_tokens=args.max_new_tokens)
         load_s = time.perf_counter() - started
-        latencies, anchors, idle, chunk_s = [], [], [], []
+        latencies, anchors, idle, chunk_s, tokens = [], [], [], [], []
         with session:
             for _ in range(args.repeat):
                 session.reset()  # a fresh stream, same loaded models
@@ -70,17 +74,20 @@ def main() -> int:
                         again = recognize_chunk(session.recognizer, pcm[start:end], start, end, language=None)
                         anchor += time.perf_counter() - t0
                         chunk_s.append(final.end - final.start)
+                        tokens.append(len(session.recognizer.tokenizer.encode(final.text)))
                         assert again == final, "a live final differs from the offline chunk"
                     if finals:
                         anchors.append(anchor)
                 session.finish()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"size={args.size} clip={args.clip} ({pcm.shape[0] / 16000:.1f} s) block={args.block_ms} ms "
+    print(f"size={args.size} model={model_name} clip={args.clip} ({pcm.shape[0] / 16000:.1f} s) "
+          f"block={args.block_ms} ms threads={args.threads} max_new_tokens={args.max_new_tokens} "
           f"repeat={args.repeat} load={load_s:.2f} s peak RSS={rss:.0f} MiB")
     if not latencies:
         print("no region closed before the end of the clip")
         return 1
-    print(f"finals closed by a block: {len(latencies)} (chunks {min(chunk_s):.2f}-{max(chunk_s):.2f} s)")
+    print(f"finals closed by a block: {len(latencies)} (chunks {min(chunk_s):.2f}-{max(chunk_s):.2f} s; text "
+          f"tokens per final, re-encoded: median {statistics.median(tokens):.0f}, max {max(tokens)})")
     print(f"latency (closing block -> final): median {statistics.median(latencies) * 1000:.1f} ms, "
           f"max {max(latencies) * 1000:.1f} ms")
     print(f"anchor (recognize_chunk on the same samples): median {statistics.median(anchors) * 1000:.1f} ms; "

@@ -264,3 +264,37 @@ def test_a_float_wav_of_the_same_samples_answers_the_same(client: openai.OpenAI,
     soundfile.write(buffer, load_audio(clips["flac"]), 16000, format="WAV", subtype="FLOAT")
     result = client.audio.transcriptions.create(model="whisper-1", file=("a.wav", buffer.getvalue()), language="en")
     assert result.text == offline.text
+
+
+def test_onespeech_serve_runs_the_app(runtime_dirs, vad_path: Path, clips: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "onespeech.speech.cli", "serve", "-m", str(runtime_dirs.asr), "--aligner",
+               "none", "--port", str(port), "--vad", str(vad_path), "--threads", "1", "--max-new-tokens", str(BUDGET),
+               "--model-alias", "whisper-1", "-q"]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "onespeech serve did not become healthy"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        with open(clips["flac"], "rb") as audio:
+            result = client.audio.transcriptions.create(model="whisper-1", file=audio, language="en")
+        assert result.text
+        with open(clips["flac"], "rb") as audio, pytest.raises(openai.BadRequestError) as error:
+            client.audio.transcriptions.create(model="whisper-1", file=audio, response_format="verbose_json",
+                                               timestamp_granularities=["word"])
+        assert error.value.code == "word_timestamps_unavailable"  # --aligner none
+    finally:
+        server.terminate()
+        server.wait(30)

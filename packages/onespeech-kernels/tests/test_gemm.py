@@ -84,3 +84,36 @@ def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...
     y_blas = ops.linear(x, w, b, blas=True)
     assert not calls and np.array_equal(y_blas, (x.reshape(-1, k) @ w.T + b).reshape(*lead, 69))
     assert [a.shape for a in ops.linear_many(x, [w, w[:5]], blas=True)] == [(*lead, 69), (*lead, 5)] and not calls
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (40, 69, 1031, False),
+                                          (401, 69, 67, False)])
+def test_bf16_weights_take_the_same_product_kernel_as_float32(variant: str, m: int, n: int, k: int, kernel: bool,
+                                                               monkeypatch) -> None:
+    """Many rows over bf16 weights: blocks expanded to float32 go where a float32 weight would."""
+    real = cpu.load_variant(variant)
+    calls = []
+
+    class Spy:
+        BF16DP_NATIVE = False  # the float32 path, even on a CPU with VDPBF16PS
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def gemm_f32(self, *args):
+            calls.append(args[1].shape[0])
+            return real.gemm_f32(*args)
+
+    monkeypatch.setattr(ops, "_kernels", Spy())
+    monkeypatch.setattr(ops, "_BF16_BLOCK_BYTES", 4 * 400 * 1024)  # 3000 x 400 weights: 3 blocks
+    x, w16 = randn(m, k), ops.f32_to_bf16(randn(n, k))
+    w64 = ops.bf16_to_f32(w16).astype(np.float64)
+    b = randn(n)
+    y = ops.linear(x, w16, b)
+    assert bool(calls) == kernel and (not kernel or sum(calls) == n)
+    assert_within(y, x.astype(np.float64) @ w64.T + b, linear_bound(x, w64, b))
+    calls.clear()
+    y_blas = ops.linear(x, w16, b, blas=True)
+    assert not calls
+    assert_within(y_blas, x.astype(np.float64) @ w64.T + b, linear_bound(x, w64, b))

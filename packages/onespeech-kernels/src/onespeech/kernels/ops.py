@@ -225,7 +225,8 @@ def linear(
         bfloat16 weights are read directly, never expanded as a whole.
     bias : ndarray[float32 | uint16 (bf16)], shape (N,), optional
     blas : bool
-        Multi-row float32 products always go to BLAS, never to our GEMM kernel.
+        Multi-row float32 products (and bf16 weights expanded to float32 for
+        them) always go to BLAS, never to our GEMM kernel.
         Both are exact to float32 rounding but sum in different orders; callers
         whose parity runs must keep BLAS's order say so (the decoder's prefill).
     round_to_bf16 : bool
@@ -252,7 +253,7 @@ def linear(
             _kernels.linear_bf16(x2, w, bias, y, get_threads(), round_to_bf16)
         else:
             dot = _linear_bf16_dot(x2, w, bias)
-            y = _rounded(dot if dot is not None else _linear_bf16_blocked(x2, w, bias), round_to_bf16)
+            y = _rounded(dot if dot is not None else _linear_bf16_blocked(x2, w, bias, blas), round_to_bf16)
     elif m <= _F32_GEMV_MAX_ROWS:
         y = np.empty((m, n), np.float32)
         _kernels.linear_f32(x2, w, bias, y, get_threads(), round_to_bf16)
@@ -351,10 +352,15 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
     return y
 
 
-def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    """x2 @ bf16(w).T for many rows: expand blocks of weight rows, multiply with BLAS."""
+def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, blas: bool) -> np.ndarray:
+    """x2 @ bf16(w).T for many rows: expand blocks of weight rows, multiply as float32 weights would be.
+
+    Each block goes where a float32 weight of its shape goes (our GEMM where it
+    beats BLAS, unless ``blas``), so BF16 takes the same product kernels as FP32.
+    """
     n, k = w.shape
-    y = np.empty((x2.shape[0], n), np.float32)
+    m = x2.shape[0]
+    y = np.empty((m, n), np.float32)
     rows = max(1, min(n, _BF16_BLOCK_BYTES // (4 * max(1, k))))
     buf = np.empty((rows, k), np.float32)
     nt = get_threads()
@@ -362,7 +368,13 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None)
         r1 = min(n, r0 + rows)
         block = buf[: r1 - r0]
         _kernels.bf16_to_f32(w[r0:r1].reshape(-1), block.reshape(-1), nt)
-        np.matmul(x2, block.T, out=y[:, r0:r1])
+        if not blas and _gemm_wins(m, r1 - r0, k):
+            part = y if r1 - r0 == n else np.empty((m, r1 - r0), np.float32)
+            _kernels.gemm_f32(x2, block, None, part, *_gemm_plan(m, r1 - r0, k, nt), nt)
+            if part is not y:
+                y[:, r0:r1] = part
+        else:
+            np.matmul(x2, block.T, out=y[:, r0:r1])
     if bias is not None:
         y += bias
     return y

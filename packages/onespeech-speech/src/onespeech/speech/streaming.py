@@ -24,10 +24,12 @@ from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.precision import Precision
+from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
 from onespeech.speech.document import Segment
 from onespeech.speech.live_chunks import LiveChunker
+from onespeech.speech.transcribe import DEFAULT_MODEL
 
 _INT16_SCALE = 1.0 / 32768.0
 CHUNKING = ("region", "file")
@@ -119,7 +121,7 @@ class LiveSession:
 
     def __init__(
         self,
-        model: str | os.PathLike[str] = "Qwen/Qwen3-ASR-0.6B",
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
         *,
         language: str | None = None,
         aligner: str | None = None,
@@ -218,17 +220,18 @@ def recognize_closed(
 ) -> list[Segment]:
     """Finals of closed chunks, through the file path's per-chunk function (empty ones dropped)."""
     finals = []
-    for closed in chunks:
-        segment = recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end, language=language,
-                                  cancel=cancel)
-        if segment.text:
-            finals.append(segment)
+    with thread_limit(recognizer.options.threads):  # as file transcription limits its recognition
+        for closed in chunks:
+            segment = recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end,
+                                      language=language, cancel=cancel)
+            if segment.text:
+                finals.append(segment)
     return finals
 
 
 def stream_file(
     source: str | os.PathLike[str] | BinaryIO,
-    model: str | os.PathLike[str] = "Qwen/Qwen3-ASR-0.6B",
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
     language: str | None = None,
     context: str | None = None,

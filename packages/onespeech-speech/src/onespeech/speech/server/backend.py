@@ -69,7 +69,10 @@ class Backend:
 
     def recognize_chunk(self, transcriber: Any, closed: Any, *, language: str | None, cancel: Cancel) -> Any:
         """The final of one closed live chunk (the file path's per-chunk function)."""
+        from onespeech.kernels.threads import thread_limit
         from onespeech.speech.chunk import recognize_chunk
 
-        return recognize_chunk(transcriber.recognizer(), closed.pcm, closed.chunk.start, closed.chunk.end,
-                               language=language or self.config.language, cancel=cancel)
+        recognizer = transcriber.recognizer()
+        with thread_limit(recognizer.options.threads):
+            return recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end,
+                                   language=language or self.config.language, cancel=cancel)

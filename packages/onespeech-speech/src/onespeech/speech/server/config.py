@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL
+
 DEFAULT_MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's own upload limit
 
 
@@ -35,8 +37,8 @@ class ServerConfig:
         Another name clients may send as ``model`` (e.g. ``whisper-1``).
     """
 
-    model: str = "Qwen/Qwen3-ASR-0.6B"
-    aligner: str | None = "Qwen/Qwen3-ForcedAligner-0.6B"
+    model: str = DEFAULT_MODEL
+    aligner: str | None = DEFAULT_ALIGNER
     language: str | None = None
     precision: str = "fp32"
     threads: int | None = None
