@@ -19,17 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from onespeech.kernels.errors import OperationCancelledError
+from onespeech.speech.server.errors import QueueFullError
 
 Models = TypeVar("Models")
 _STOP = object()
-
-
-class QueueFullError(RuntimeError):
-    """No worker will take the job now; ``retry_after`` is a suggested wait in whole seconds."""
-
-    def __init__(self, retry_after: int, reason: str = "all workers are busy and the queue is full") -> None:
-        super().__init__(f"{reason}; retry after {retry_after} s")
-        self.retry_after = retry_after
 
 
 @dataclass
