@@ -173,7 +173,11 @@ def _text(form: Any, name: str) -> str | None:
 async def _wait(request: Request, job: Job) -> Any:
     """The job's result; if the client disconnects first, cancel the job and answer 499."""
     while True:
-        done, _ = await asyncio.wait({job.future}, timeout=_DISCONNECT_POLL_S)
+        try:
+            done, _ = await asyncio.wait({job.future}, timeout=_DISCONNECT_POLL_S)
+        except asyncio.CancelledError:  # the server cancelled the request (shutdown): stop its recognition too
+            job.abandon()
+            raise
         if done:
             try:
                 return job.future.result()
