@@ -10,6 +10,7 @@ Tests that need either skip, naming what they need, when it is absent.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,26 @@ def oracle_observations() -> Path:
 def hub_server_cls() -> type[HubServer]:
     """``HubServer``: a real HTTP server on 127.0.0.1 in the Hub's URL layout (onespeech_tools.hub_server)."""
     return HubServer
+
+
+@pytest.fixture(scope="session")
+def speaker_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """Resemblyzer's encoder converted once from the shared copy (None without the shared data)."""
+    data = find_shared_data()
+    if data is None:
+        return None
+    from onespeech.speech.speakers.convert import convert_resemblyzer
+
+    source = data / "models" / "resemblyzer_pretrained.pt"
+    return convert_resemblyzer(source, tmp_path_factory.mktemp("speaker-model") / "resemblyzer_ge2e.tensors")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _speaker_model_offline(speaker_model_file: Path | None) -> Iterator[None]:
+    """File transcription attributes speakers by default: tests (and the worker processes they
+    start) take the encoder from the shared data (ONESPEECH_SPEAKER_MODEL), never from the
+    network; a test may override or unset it with monkeypatch."""
+    with pytest.MonkeyPatch.context() as patch:
+        if speaker_model_file is not None:
+            patch.setenv("ONESPEECH_SPEAKER_MODEL", str(speaker_model_file))
+        yield

@@ -77,7 +77,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--checkpoint", type=Path, help="publisher-layout ASR directory (default: tiny ending)")
     parser.add_argument("--aligner", type=Path, help="publisher-layout aligner directory (default: tiny)")
-    parser.add_argument("--tokens", type=int, default=256, help="max_new_tokens per chunk")
+    parser.add_argument("--tokens", type=int, default=1024, help="max_new_tokens per chunk")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray rows")
     args = parser.parse_args()
     data = find_shared_data()
@@ -94,7 +94,7 @@ def main() -> int:
         files = make_corpus(data / "audio", work / "corpus")
         audio_seconds = sum(soundfile.info(str(p)).duration for p in files)
         options = {"model": str(asr), "aligner": str(aligner), "language": "en", "max_new_tokens": args.tokens,
-                   "vad": str(data / "models" / "silero_vad.onnx")}
+                   "vad": str(data / "models" / "silero_vad.onnx"), "speakers": False}
         run_sequential(files[:1], work / "warm", options)  # converts the checkpoints once, outside the timing
         cores = len(os.sched_getaffinity(0))
         configs: dict[str, Callable[[Path], None]] = {

@@ -107,6 +107,8 @@ def _run(args: argparse.Namespace, port: int, server: subprocess.Popen, valid: b
                     if problem:
                         problems.append(f"{kind}: {problem}")
 
+    rss_samples: list[float] = []
+
     def watch() -> None:
         with httpx.Client(base_url=base, timeout=30) as http:
             while time.monotonic() < deadline:
@@ -114,6 +116,7 @@ def _run(args: argparse.Namespace, port: int, server: subprocess.Popen, valid: b
                     health.append(http.get("/health").json())
                 except httpx.HTTPError as error:
                     problems.append(f"/health failed: {error!r}")
+                rss_samples.append(_rss(server.pid))
                 time.sleep(1.0)
 
     threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(args.clients)]
@@ -150,8 +153,11 @@ def _run(args: argparse.Namespace, port: int, server: subprocess.Popen, valid: b
           f"503 rejections: {sum(c for (k, o), c in results.items() if o.startswith('503'))}")
     print(f"queue length max (sampled each second): {max_queued}; workers alive at the end: "
           f"{final_health['workers_alive']}/{args.workers}; jobs completed {final_health['completed']}, "
-          f"failed {final_health['failed']}, cancelled {final_health['cancelled']}")
+          f"failed {final_health['failed']}, cancelled while running {final_health['cancelled']}, "
+          f"dropped before they ran {final_health['abandoned']}")
     print(f"server RSS: after warm-up {rss_start:.0f} MiB, at the end {rss_end:.0f} MiB, peak {peak:.0f} MiB")
+    quarters = [rss_samples[min(len(rss_samples) - 1, len(rss_samples) * q // 4)] for q in range(1, 5)]
+    print("server RSS at 1/4, 1/2, 3/4 and the end of the run: " + ", ".join(f"{r:.0f}" for r in quarters) + " MiB")
     for problem in problems[:20]:
         print(f"PROBLEM {problem}")
     print("OK" if not problems else f"FAIL ({len(problems)} problems)")

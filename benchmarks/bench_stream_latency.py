@@ -82,7 +82,7 @@ def main() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"size={args.size} model={model_name} clip={args.clip} ({pcm.shape[0] / 16000:.1f} s) "
           f"block={args.block_ms} ms threads={args.threads} max_new_tokens={args.max_new_tokens} "
-          f"repeat={args.repeat} load={load_s:.2f} s peak RSS={rss:.0f} MiB")
+          f"repeat={args.repeat} load={load_s:.2f} s (a generated checkpoint is converted there) peak RSS={rss:.0f} MiB")
     if not latencies:
         print("no region closed before the end of the clip")
         return 1

@@ -29,7 +29,10 @@ def test_transcribe_writes_every_format_and_goes_on_after_a_bad_file(  # type: i
     assert sorted(p.name for p in out.iterdir()) == sorted(f"jfk.{f}" for f in FORMATS)
     document = Document.from_json((out / "jfk.json").read_text(encoding="utf-8"))
     assert document.language == "en" and document.segments
-    assert (out / "jfk.txt").read_text(encoding="utf-8").split() == document.segments[0].text.split()
+    segment = document.segments[0]
+    assert segment.speaker is not None  # speakers are attributed by default
+    txt = (out / "jfk.txt").read_text(encoding="utf-8").split()
+    assert txt == [f"[{segment.speaker}]", *segment.text.split()]
 
 
 def test_transcribe_all_good_exits_0_and_quiet_is_quiet(runtime_dirs, clips, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.align import Qwen3ForcedAligner
+from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
 from onespeech.features import load_audio
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
 from onespeech.speech import (
@@ -63,7 +63,8 @@ def _check_composition(document: Document, path: Path, runtime_dirs, language: s
     if whole is not None:
         assert [s.text for s in document.segments] == [whole.text]
     timed = [s for s in document.segments if s.timing == "qwen3-forced-aligner"]
-    with Qwen3ForcedAligner.load(runtime_dirs.aligner) as aligner:
+    # the same thread count as the Transcriber: BLAS sums in a thread-count-dependent order
+    with Qwen3ForcedAligner.load(runtime_dirs.aligner, Qwen3AlignerOptions(threads=1)) as aligner:
         for segment in timed:
             aligned = aligner.align(_span(pcm, segment.start, segment.end), segment.text, segment.language)
             want = [(w.text, None if w.start is None else w.start + segment.start,

@@ -208,9 +208,10 @@ def test_progress_events(make, clips) -> None:  # type: ignore[no-untyped-def]
     events: list[tuple[str, float, float]] = []
     document = make(progress=lambda *e: events.append(e)).transcribe(clips["joined"])
     stages = [e[0] for e in events]
-    assert set(stages) == {"decode", "recognize", "align"}
+    assert set(stages) == {"decode", "recognize", "align", "speakers"}
     assert stages.index("align") > max(i for i, s in enumerate(stages) if s == "recognize")
-    for stage in ("decode", "recognize", "align"):
+    assert stages.index("speakers") > max(i for i, s in enumerate(stages) if s == "align")
+    for stage in ("decode", "recognize", "align", "speakers"):
         done = [d for s, d, _ in events if s == stage]
         assert done == sorted(done)
         assert [(d, t) for s, d, t in events if s == stage][-1] == (document.duration, document.duration)

@@ -100,6 +100,7 @@ def test_an_abandoned_waiting_job_never_runs_and_a_running_one_sees_cancel() -> 
 
         asyncio.run(main())
         assert ran == ["long"]
+        assert pool.abandoned == 1 and pool.completed == 1
     finally:
         pool.stop()
 

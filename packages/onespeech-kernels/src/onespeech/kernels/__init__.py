@@ -10,15 +10,20 @@ import os
 from typing import Any
 
 from .errors import (
+    CatalogError,
     ConversionInProgressError,
+    CorruptDownloadError,
     DownloadError,
     JsonNestingError,
     ModelIntegrityError,
+    ModelKindError,
     ObjectClosedError,
     OfflineModeError,
     OperationCancelledError,
+    PublisherFilesMissingError,
     RemoteFileNotFoundError,
     TensorFileError,
+    UnknownModelError,
     UnsafeFileNameError,
 )
 from .precision import Precision
@@ -27,16 +32,21 @@ from .threads import OPENBLAS_SPIN_TIMEOUT  # imports no numpy: the setdefault b
 __version__ = "0.1.0"
 
 __all__ = [
+    "CatalogError",
     "ConversionInProgressError",
+    "CorruptDownloadError",
     "DownloadError",
     "JsonNestingError",
     "ModelIntegrityError",
+    "ModelKindError",
     "ObjectClosedError",
     "OfflineModeError",
     "OperationCancelledError",
     "Precision",
+    "PublisherFilesMissingError",
     "RemoteFileNotFoundError",
     "TensorFileError",
+    "UnknownModelError",
     "UnsafeFileNameError",
     "describe",
     "info",

@@ -367,12 +367,16 @@ def changed_source(directory: Path, metadata: dict[str, Any]) -> str | None:
     recorded = metadata.get("source")
     if not isinstance(recorded, dict):
         return "(no source digests recorded)"
+    pins = {}
     for name, value in sorted(recorded.items()):
         try:
-            pin = FileDigest(int(value["size"]), str(value["sha256"]))
-            verify_files(directory, {name: pin}, digests="once", what="source file")
-        except (ModelIntegrityError, KeyError, TypeError, ValueError):
+            pins[name] = FileDigest(int(value["size"]), str(value["sha256"]))
+        except (KeyError, TypeError, ValueError):
             return name
+    try:
+        verify_files(directory, pins, digests="once", what="source file")
+    except ModelIntegrityError as e:
+        return Path(e.path).relative_to(directory).as_posix()
     return None
 
 

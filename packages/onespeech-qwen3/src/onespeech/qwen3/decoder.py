@@ -227,11 +227,10 @@ class Qwen3Decoder:
     def _layer(
         self, hidden: np.ndarray, layer: int, cache: KVCache, pos: int, cos: np.ndarray, sin: np.ndarray
     ) -> np.ndarray:
-        # Multi-row products (prefill) take our GEMM kernel where it beats BLAS
-        # (ops: up to 400 rows, K <= 1024), as the encoder does. It sums in another
-        # order than BLAS, which may settle a reference near-tie the other way
-        # (ko_context_auto, step 53, top-2 margin 1.6e-6 of the largest logit);
-        # parity allows either id there (the near-tie rule, docs/qwen3.md).
+        # Multi-row products (prefill) stay on BLAS (blas=True). The near-tie rule
+        # (docs/qwen3.md) would allow our GEMM's summation order here, but it has not
+        # been measured faster than BLAS at these shapes, nor run through the
+        # full-size parity suite; the encoder uses it.
         r, b = self._round, self._bf16  # b: each operator rounds its own output (BF16)
         d = self.dims
         w = self._w
@@ -241,7 +240,7 @@ class Qwen3Decoder:
         # attention: q/k/v, per-head q/k RMS norm, rotary positions
         x = ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps, round_to_bf16=b)
         qkv = [w[p + f"self_attn.{m}_proj.weight"] for m in "qkv"]
-        q, k, v = ops.linear_many(x, qkv, round_to_bf16=b)
+        q, k, v = ops.linear_many(x, qkv, blas=True, round_to_bf16=b)
         q = q.reshape(n, d.num_heads, d.head_dim)
         k = k.reshape(n, d.num_kv_heads, d.head_dim)
         v = v.reshape(n, d.num_kv_heads, d.head_dim)
@@ -256,12 +255,14 @@ class Qwen3Decoder:
         scale = d.head_dim**-0.5
         attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], scale, pos, round_to_bf16=b)
         attn = attn.reshape(n, d.num_heads * d.head_dim)
-        o = ops.linear(attn, w[p + "self_attn.o_proj.weight"], round_to_bf16=b)
+        o = ops.linear(attn, w[p + "self_attn.o_proj.weight"], blas=True, round_to_bf16=b)
         hidden = r(hidden + o)
         # SwiGLU MLP
         x = ops.rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps, round_to_bf16=b)
-        gate, up = ops.linear_many(x, [w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]], round_to_bf16=b)
-        down = ops.linear(ops.swiglu(gate, up, round_to_bf16=b), w[p + "mlp.down_proj.weight"], round_to_bf16=b)
+        gate, up = ops.linear_many(x, [w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]], blas=True,
+                                   round_to_bf16=b)
+        down = ops.linear(ops.swiglu(gate, up, round_to_bf16=b), w[p + "mlp.down_proj.weight"], blas=True,
+                          round_to_bf16=b)
         return r(hidden + down)
 
     # -- greedy generation ---------------------------------------------------------------

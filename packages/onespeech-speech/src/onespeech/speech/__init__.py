@@ -7,26 +7,50 @@
 - :func:`transcribe` / :class:`Transcriber` (``transcribe.py``): the file path.
 - :class:`Document` and its parts (``document.py``), JSON round trip.
 - writers (``writers.py``): txt, srt, vtt, tsv, json.
-- errors (``errors.py``): ChunkLimitError, ReplayMismatchError, TranscriptionCancelled.
+- errors (``errors.py``): every public exception of onespeech.speech (the server's HTTP errors: ``server/errors.py``).
+- speakers (``speakers/``): :func:`diarize` (who speaks when, as :class:`Turn`) and
+  :func:`attribute_speakers` (speakers onto a Document's words and segments).
 """
 
 __version__ = "0.1.0"
 
 from onespeech.speech.document import Document, ModelInfo, Segment, Speaker, Word  # noqa: E402
-from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled  # noqa: E402
+from onespeech.speech.errors import (  # noqa: E402
+    CheckpointFormatError,
+    CheckpointRefusedError,
+    ChunkLimitError,
+    DocumentFormatError,
+    EncoderWeightsError,
+    ManifestError,
+    ReplayMismatchError,
+    SpeakerModelNotFoundError,
+    TorchCheckpointError,
+    TranscriptionCancelled,
+)
+from onespeech.speech.speakers import Turn, attribute_speakers, diarize  # noqa: E402
 from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, Transcriber, transcribe  # noqa: E402
 
 __all__ = [
     "DEFAULT_ALIGNER",
     "DEFAULT_MODEL",
+    "CheckpointFormatError",
+    "CheckpointRefusedError",
     "ChunkLimitError",
     "Document",
+    "DocumentFormatError",
+    "EncoderWeightsError",
+    "ManifestError",
     "ModelInfo",
     "ReplayMismatchError",
     "Segment",
+    "SpeakerModelNotFoundError",
     "Speaker",
+    "TorchCheckpointError",
     "Transcriber",
     "TranscriptionCancelled",
+    "Turn",
     "Word",
+    "attribute_speakers",
+    "diarize",
     "transcribe",
 ]

@@ -14,16 +14,13 @@ from typing import Any
 
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.qwen3.units import join_texts
+from onespeech.speech.errors import DocumentFormatError
 
 DOCUMENT_VERSION = 1
 
 # Segment.finish values
 FINISH_END_TOKEN = "end_token"
 FINISH_MAX_NEW_TOKENS = "max_new_tokens"
-
-
-class DocumentFormatError(ValueError):
-    """A document dictionary or JSON text that is not a Document of this version."""
 
 
 @dataclass

@@ -14,9 +14,22 @@ from onespeech.kernels.errors import OperationCancelledError
 from onespeech.qwen3.errors import MaxNewTokensError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from onespeech.speech.document import Document
 
-__all__ = ["ChunkLimitError", "ReplayMismatchError", "TranscriptionCancelled"]
+__all__ = [
+    "CheckpointFormatError",
+    "CheckpointRefusedError",
+    "ChunkLimitError",
+    "DocumentFormatError",
+    "EncoderWeightsError",
+    "ManifestError",
+    "ReplayMismatchError",
+    "SpeakerModelNotFoundError",
+    "TorchCheckpointError",
+    "TranscriptionCancelled",
+]
 
 
 class TranscriptionCancelled(OperationCancelledError):
@@ -47,3 +60,39 @@ class ReplayMismatchError(RuntimeError):
     The timing pass would then cut different audio than was recognized, so the
     pipeline stops rather than assign times to the wrong words.
     """
+
+
+class DocumentFormatError(ValueError):
+    """A document dictionary or JSON text that is not a Document of this version."""
+
+
+class ManifestError(ValueError):
+    """A manifest line that names no usable file; ``line`` is 1-based."""
+
+    def __init__(self, manifest: Path, line: int, reason: str):
+        super().__init__(f"{manifest}:{line}: {reason}")
+        self.manifest = manifest
+        self.line = line
+        self.reason = reason
+
+
+class SpeakerModelNotFoundError(FileNotFoundError):
+    """No speaker encoder could be found or fetched; the message says how to provide one."""
+
+
+class EncoderWeightsError(ValueError):
+    """Encoder weights with missing names, wrong shapes or non-finite values."""
+
+
+class TorchCheckpointError(ValueError):
+    """A checkpoint could not be read; the message names the file and what was wrong."""
+
+
+class CheckpointRefusedError(TorchCheckpointError):
+    """The checkpoint's pickle asks for something a plain state dict never needs (a global,
+    a persistent id or a storage type outside the allowed set); nothing of it was executed."""
+
+
+class CheckpointFormatError(TorchCheckpointError):
+    """The file is not a well-formed checkpoint (bad archive, truncated stream, a tensor view
+    outside its storage, a storage whose bytes do not match its declared size)."""

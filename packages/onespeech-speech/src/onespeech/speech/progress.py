@@ -2,7 +2,7 @@
 
 ``progress`` as the callers pass it: None draws tqdm bars on stderr when stderr is a
 terminal (nothing otherwise), False reports nothing, a callable receives every event.
-Stages are "decode", "recognize" and "align".
+Stages are "decode", "recognize", "align" and "speakers".
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 ProgressCallback = Callable[[str, float, float], None]
 Progress = ProgressCallback | bool | None
 
-STAGES = ("decode", "recognize", "align")
+STAGES = ("decode", "recognize", "align", "speakers")
 
 __all__ = ["STAGES", "Progress", "ProgressCallback", "progress_reporter"]
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, cast
 
+import numpy as np
+
 from onespeech.align import Qwen3AlignerOptions, default_dispatcher
 from onespeech.align.timing import TimingDispatcher
 from onespeech.features import AudioFileSource, SileroVad, VadOptions
@@ -87,12 +89,15 @@ class Transcriber:
         Token budget per chunk (1..4096); a chunk that reaches it raises ChunkLimitError.
     progress : None, False or callable
         None: tqdm bars on stderr when it is a terminal; False: none; a callable gets
-        ``(stage, done, total)`` in audio seconds for "decode", "recognize", "align".
+        ``(stage, done, total)`` in audio seconds for "decode", "recognize", "align", "speakers".
     cancel : threading.Event-like or None
         Once set, the transcription stops within one decoder step or one aligner
         forward and raises TranscriptionCancelled.
     speakers : "auto", int or False
-        Speaker attribution (runs when the speakers stage is available).
+        Speaker attribution after recognition and timing, once both models are released
+        ("auto": the count is found; an int: that many speakers; False: skipped). The
+        speaker encoder (Resemblyzer, catalog entry ``resemblyzer``) is fetched on first
+        use; see docs/speakers.md.
     vad : SileroVad, path or None
         The VAD for audio over 30 s; None loads the default Silero VAD when needed.
     vad_options : VadOptions, optional
@@ -303,8 +308,34 @@ class _FileRun:
                 aligner_info = owner._model_info(owner._aligner)
             else:
                 segments = [replace(s, timing=TIMING_DISABLED) for s in segments]
-        return Document.from_segments(segments, n_samples / SAMPLE_RATE, owner._model_info(owner._model),
-                                      aligner_info)
+            document = Document.from_segments(segments, n_samples / SAMPLE_RATE, owner._model_info(owner._model),
+                                              aligner_info)
+            if owner.speakers is not False and document.segments:
+                document = self._attribute_speakers(audio, document, n_samples)
+        return document
+
+    # -- pass 3: speakers (after the recognizer and the aligner are released) -----------------
+
+    def _attribute_speakers(self, audio: AudioFileSource, document: Document, n_samples: int) -> Document:
+        from onespeech.speech.speakers import Diarizer, attribute_speakers, load_speaker_encoder
+
+        self._check_cancel()
+        pcm = np.empty(n_samples, dtype=np.float32)
+        filled = 0
+        for block in audio.blocks():
+            take = min(block.shape[0], n_samples - filled)
+            pcm[filled : filled + take] = block[:take]
+            filled += take
+        if filled != n_samples:
+            raise ReplayMismatchError(f"the speaker pass decoded {filled} samples, recognition {n_samples}")
+        total = n_samples / SAMPLE_RATE
+        encoder = load_speaker_encoder(threads=self.options.threads)
+        turns = Diarizer(encoder, self.owner._load_vad())(
+            pcm, self.owner.speakers, cancel=self.cancel,
+            progress=lambda done, count: self.report("speakers", total * done / max(count, 1), total),
+        )  # fmt: skip
+        self.report("speakers", total, total)
+        return attribute_speakers(document, turns)
 
     # -- pass 1: recognition ---------------------------------------------------------------
 

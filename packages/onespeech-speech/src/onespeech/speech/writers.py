@@ -54,6 +54,7 @@ class Cue:
     start: float
     end: float
     lines: tuple[str, ...]
+    speaker: str | None = None  # shown as a "[SPEAKER_00] " prefix of the first line
 
 
 class ResultWriter:
@@ -70,7 +71,7 @@ class TxtWriter(ResultWriter):
 
     def write(self, document: Document, file: TextIO) -> None:
         for segment in document.segments:
-            file.write(_one_line(segment.text) + "\n")
+            file.write(_speaker_prefix(segment.speaker) + _one_line(segment.text) + "\n")
 
 
 class JsonWriter(ResultWriter):
@@ -84,10 +85,12 @@ class TsvWriter(ResultWriter):
     extension = "tsv"
 
     def write(self, document: Document, file: TextIO) -> None:
-        file.write("start\tend\ttext\n")
+        speakers = any(segment.speaker is not None for segment in document.segments)
+        file.write("start\tend\ttext\tspeaker\n" if speakers else "start\tend\ttext\n")
         for segment in document.segments:
             text = _one_line(segment.text).replace("\t", " ")
-            file.write(f"{round(1000 * segment.start)}\t{round(1000 * segment.end)}\t{text}\n")
+            speaker = f"\t{segment.speaker or ''}" if speakers else ""
+            file.write(f"{round(1000 * segment.start)}\t{round(1000 * segment.end)}\t{text}{speaker}\n")
 
 
 class SubtitleWriter(ResultWriter):
@@ -111,7 +114,7 @@ class SrtWriter(SubtitleWriter):
 
     def _cue(self, file: TextIO, index: int, cue: Cue) -> None:
         file.write(f"{index}\n{_timestamp(cue.start, ',')} --> {_timestamp(cue.end, ',')}\n")
-        file.write("\n".join(cue.lines) + "\n\n")
+        file.write("\n".join(_cue_lines(cue)) + "\n\n")
 
 
 class VttWriter(SubtitleWriter):
@@ -122,7 +125,7 @@ class VttWriter(SubtitleWriter):
 
     def _cue(self, file: TextIO, index: int, cue: Cue) -> None:
         file.write(f"{_timestamp(cue.start, '.')} --> {_timestamp(cue.end, '.')}\n")
-        file.write("\n".join(_vtt_escape(line) for line in cue.lines) + "\n\n")
+        file.write("\n".join(_vtt_escape(line) for line in _cue_lines(cue)) + "\n\n")
 
 
 _WRITERS: dict[str, type[ResultWriter]] = {
@@ -198,7 +201,7 @@ def subtitle_cues(document: Document, options: SubtitleOptions | None = None) ->
             cues.extend(_timed_cues(segment, options))
         else:
             lines = _wrap(_pieces(segment), options.max_line_chars, _joiner(segment))
-            cues.append(Cue(segment.start, segment.end, tuple(lines)))
+            cues.append(Cue(segment.start, segment.end, tuple(lines), segment.speaker))
     return cues
 
 
@@ -214,7 +217,8 @@ def _timed_cues(segment: Segment, options: SubtitleOptions) -> list[Cue]:
             too_long = len(_wrap(candidate, options.max_line_chars, joiner)) > options.max_lines
             too_late = (word.end is not None and cue_start is not None
                         and word.end - cue_start > options.max_cue_seconds)
-            if not too_long and not too_late:
+            new_speaker = word.speaker != segment.words[groups[-1][0]].speaker  # a cue is one speaker's
+            if not too_long and not too_late and not new_speaker:
                 groups[-1].append(i)
                 if cue_start is None:
                     cue_start = word.start
@@ -230,11 +234,21 @@ def _timed_cues(segment: Segment, options: SubtitleOptions) -> list[Cue]:
             if cues:  # untimed words only (punctuation): they belong to the previous cue's text
                 last = cues[-1]
                 cues[-1] = Cue(last.start, last.end, tuple(_wrap([*last.lines, *lines], options.max_line_chars,
-                                                                 joiner)))
+                                                                 joiner)), last.speaker)
                 continue
             start, end = segment.start, _span(segment.words)[0] or segment.start
-        cues.append(Cue(start, max(end, start), lines))
+        cues.append(Cue(start, max(end, start), lines, words[0].speaker or segment.speaker))
     return cues
+
+
+def _speaker_prefix(speaker: str | None) -> str:
+    return f"[{speaker}] " if speaker else ""
+
+
+def _cue_lines(cue: Cue) -> tuple[str, ...]:
+    if not cue.lines or not cue.speaker:
+        return cue.lines
+    return (_speaker_prefix(cue.speaker) + cue.lines[0], *cue.lines[1:])
 
 
 def _span(words: Iterable[Word]) -> tuple[float | None, float | None]:

@@ -18,22 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from onespeech.kernels.jsonfile import loads_json
+from onespeech.speech.errors import ManifestError
 
 AUDIO_EXTENSIONS = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".aiff", ".aif", ".au", ".caf", ".w64", ".m4a"}
 )
 MANIFEST_EXTENSIONS = frozenset({".txt", ".lst", ".jsonl"})
 _MANIFEST_KEYS = frozenset({"path", "language", "context"})
-
-
-class ManifestError(ValueError):
-    """A manifest line that names no usable file; ``line`` is 1-based."""
-
-    def __init__(self, manifest: Path, line: int, reason: str):
-        super().__init__(f"{manifest}:{line}: {reason}")
-        self.manifest = manifest
-        self.line = line
-        self.reason = reason
 
 
 @dataclass(frozen=True)

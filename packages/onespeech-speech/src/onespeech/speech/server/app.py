@@ -69,6 +69,7 @@ def create_app(backend: Backend) -> Starlette:
         body = {"status": "ok" if alive == config.workers else "degraded", "workers": config.workers,
                 "workers_alive": alive, "busy": pool.busy, "queued": pool.queued, "max_queue": config.max_queue,
                 "completed": pool.completed, "failed": pool.failed, "cancelled": pool.cancelled,
+                "abandoned": pool.abandoned,
                 "model": str(config.model)}
         return JSONResponse(body, status_code=200 if alive == config.workers else 503)
 
@@ -172,7 +173,11 @@ def _text(form: Any, name: str) -> str | None:
 async def _wait(request: Request, job: Job) -> Any:
     """The job's result; if the client disconnects first, cancel the job and answer 499."""
     while True:
-        done, _ = await asyncio.wait({job.future}, timeout=_DISCONNECT_POLL_S)
+        try:
+            done, _ = await asyncio.wait({job.future}, timeout=_DISCONNECT_POLL_S)
+        except asyncio.CancelledError:  # the server cancelled the request (shutdown): stop its recognition too
+            job.abandon()
+            raise
         if done:
             try:
                 return job.future.result()

@@ -71,3 +71,15 @@ def from_exception(error: BaseException) -> ApiError:
         return ApiError(422, str(error), "max_new_tokens")
     return ApiError(500, f"internal error ({type(error).__name__}); the server keeps running", "internal_error",
                     type="server_error")
+
+
+class QueueFullError(RuntimeError):
+    """No worker will take the job now; ``retry_after`` is a suggested wait in whole seconds."""
+
+    def __init__(self, retry_after: int, reason: str = "all workers are busy and the queue is full") -> None:
+        super().__init__(f"{reason}; retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class BodyTooLargeError(Exception):
+    """A request body went over the server's upload limit while it was being read."""

@@ -12,17 +12,13 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from onespeech.speech.server.errors import ApiError
+from onespeech.speech.server.errors import ApiError, BodyTooLargeError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class BodyTooLargeError(Exception):
-    pass
 
 
 def too_large(limit: int) -> ApiError:

@@ -19,17 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from onespeech.kernels.errors import OperationCancelledError
+from onespeech.speech.server.errors import QueueFullError
 
 Models = TypeVar("Models")
 _STOP = object()
-
-
-class QueueFullError(RuntimeError):
-    """No worker will take the job now; ``retry_after`` is a suggested wait in whole seconds."""
-
-    def __init__(self, retry_after: int, reason: str = "all workers are busy and the queue is full") -> None:
-        super().__init__(f"{reason}; retry after {retry_after} s")
-        self.retry_after = retry_after
 
 
 @dataclass
@@ -111,6 +104,7 @@ class WorkerPool(Generic[Models]):
         self.completed = 0
         self.failed = 0
         self.cancelled = 0
+        self.abandoned = 0  # cancelled before a worker took them: never ran
 
     def start(self) -> None:
         """Start the workers and wait until each has loaded its models.
@@ -205,6 +199,8 @@ class WorkerPool(Generic[Models]):
 
     def _run(self, job: Job, models: Models) -> None:
         if not job._claim():  # the client left while the job waited
+            with self._lock:
+                self.abandoned += 1
             job.done.set()
             return
         with self._lock:

@@ -24,6 +24,7 @@ import numpy as np
 
 from onespeech.kernels.tensorfile import read_tensor_file
 from onespeech.kernels.threads import thread_limit
+from onespeech.speech.errors import EncoderWeightsError
 from onespeech.speech.speakers.mel import N_MELS, mel_frames
 
 SAMPLE_RATE = 16000
@@ -50,10 +51,6 @@ TENSOR_SHAPES: dict[str, tuple[int, ...]] = {
     "linear.weight": (EMBEDDING, HIDDEN),
     "linear.bias": (EMBEDDING,),
 }
-
-
-class EncoderWeightsError(ValueError):
-    """Encoder weights with missing names, wrong shapes or non-finite values."""
 
 
 def partial_slices(

@@ -26,6 +26,7 @@ from onespeech.kernels.fetch import FetchOptions
 from onespeech.kernels.resolve import convert_directory, install_record_name, is_installed, resolve
 from onespeech.kernels.store import cache_root, sha256_file
 from onespeech.kernels.wheel import PYPI_FILES_ENV, wheel_url
+from onespeech.speech.errors import SpeakerModelNotFoundError
 from onespeech.speech.speakers import models as _models  # noqa: F401 - registers the speaker kind
 from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
 from onespeech.speech.speakers.encoder import SpeakerEncoder
@@ -43,10 +44,6 @@ __all__ = [
 
 SPEAKER_MODEL_ENV = "ONESPEECH_SPEAKER_MODEL"
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
-
-
-class SpeakerModelNotFoundError(FileNotFoundError):
-    """No speaker encoder could be found or fetched; the message says how to provide one."""
 
 
 def vad_model_path() -> Path:

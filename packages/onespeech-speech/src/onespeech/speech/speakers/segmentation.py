@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onespeech.kernels.cancel import Cancel, raise_if_cancelled
-from onespeech.speech.speakers.encoder import BATCH, HOP, SpeakerEncoder, partial_slices
+from onespeech.speech.speakers.encoder import BATCH, EMBEDDING, HOP, SpeakerEncoder, partial_slices
 from onespeech.speech.speakers.mel import mel_frames, normalize_volume
 
 SAMPLE_RATE = 16000
@@ -72,7 +72,7 @@ def embed_regions(
         slices = partial_slices(end - start, rate=partial_rate)
         plans.append(slices)
         total += len(slices)
-    out_embeddings = np.empty((total, 256), dtype=np.float32)
+    out_embeddings = np.empty((total, EMBEDDING), dtype=np.float32)
     pending: list[np.ndarray] = []
     filled = 0
 

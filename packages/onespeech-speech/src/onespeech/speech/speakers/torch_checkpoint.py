@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from onespeech.speech.errors import CheckpointFormatError, CheckpointRefusedError, TorchCheckpointError
+
 __all__ = [
     "CheckpointFormatError",
     "CheckpointRefusedError",
@@ -55,20 +57,6 @@ STORAGE_DTYPES: dict[str, np.dtype] = {
     "ByteStorage": np.dtype("u1"),
     "BoolStorage": np.dtype("?"),
 }
-
-
-class TorchCheckpointError(ValueError):
-    """A checkpoint could not be read; the message names the file and what was wrong."""
-
-
-class CheckpointRefusedError(TorchCheckpointError):
-    """The checkpoint's pickle asks for something a plain state dict never needs (a global,
-    a persistent id or a storage type outside the allowed set); nothing of it was executed."""
-
-
-class CheckpointFormatError(TorchCheckpointError):
-    """The file is not a well-formed checkpoint (bad archive, truncated stream, a tensor view
-    outside its storage, a storage whose bytes do not match its declared size)."""
 
 
 @dataclass(frozen=True)

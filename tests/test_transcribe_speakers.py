@@ -1,0 +1,91 @@
+"""transcribe(speakers=...) end to end: every word and segment gets a speaker after both models are released."""
+
+from __future__ import annotations
+
+import pytest
+
+from onespeech.speech import Transcriber
+
+BUDGET = 256
+
+
+@pytest.fixture(scope="module")
+def documents(runtime_dirs, vad_path, clips):  # type: ignore[no-untyped-def]
+    out = {}
+    for speakers in ("auto", 2, False):
+        with Transcriber(
+            runtime_dirs.asr,
+            aligner=runtime_dirs.aligner,
+            max_new_tokens=BUDGET,
+            threads=1,
+            progress=False,
+            vad=vad_path,
+            language="en",
+            speakers=speakers,
+        ) as t:
+            out[speakers] = t.transcribe(clips["joined"])
+    return out
+
+
+def test_every_word_and_segment_has_a_speaker(documents) -> None:  # type: ignore[no-untyped-def]
+    doc = documents["auto"]
+    assert doc.segments and doc.words
+    labels = [s.label for s in doc.speakers]
+    assert labels == [f"SPEAKER_{k:02d}" for k in range(len(labels))] and len(labels) >= 2
+    assert all(s.duration > 0 for s in doc.speakers)
+    assert all(w.speaker in labels for w in doc.words) and all(s.speaker in labels for s in doc.segments)
+    first = []
+    for w in doc.words:
+        if w.speaker not in first:
+            first.append(w.speaker)
+    assert first == labels[: len(first)]  # numbered in order of first appearance
+
+
+def test_speaker_count_and_off(documents) -> None:  # type: ignore[no-untyped-def]
+    assert len(documents[2].speakers) == 2
+    off = documents[False]
+    assert off.speakers == [] and all(w.speaker is None for w in off.words)
+    # the stage only adds speakers: text, segments and times are those of the run without it
+    stripped = [
+        (s.start, s.end, s.text, [(w.text, w.start, w.end) for w in s.words])
+        for s in documents["auto"].segments
+    ]
+    assert stripped == [
+        (s.start, s.end, s.text, [(w.text, w.start, w.end) for w in s.words]) for s in off.segments
+    ]
+
+
+def test_the_encoder_loads_only_after_the_recognizer_and_aligner_close(
+    runtime_dirs, vad_path, clips, monkeypatch
+):  # type: ignore[no-untyped-def]
+    from onespeech.align import timing
+    from onespeech.qwen3 import Qwen3Recognizer
+    from onespeech.speech import speakers
+
+    events: list[str] = []
+    close_recognizer = Qwen3Recognizer.close
+    monkeypatch.setattr(
+        Qwen3Recognizer, "close", lambda self: (events.append("recognizer closed"), close_recognizer(self))[1]
+    )
+    close_dispatcher = timing.TimingDispatcher.close
+    monkeypatch.setattr(
+        timing.TimingDispatcher,
+        "close",
+        lambda self: (events.append("aligner closed"), close_dispatcher(self))[1],
+    )
+    load = speakers.load_speaker_encoder
+    monkeypatch.setattr(
+        speakers, "load_speaker_encoder", lambda **kw: (events.append("encoder loaded"), load(**kw))[1]
+    )
+    with Transcriber(
+        runtime_dirs.asr,
+        aligner=runtime_dirs.aligner,
+        max_new_tokens=BUDGET,
+        threads=1,
+        progress=False,
+        vad=vad_path,
+        language="en",
+    ) as t:
+        t.transcribe(clips["flac"])
+    assert events.index("encoder loaded") > events.index("recognizer closed")
+    assert events.index("encoder loaded") > events.index("aligner closed")
