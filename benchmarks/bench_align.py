@@ -11,7 +11,7 @@ Ours runs under this interpreter (no torch); the reference runs under
 ``--ref-python`` (default ``$ONESPEECH_REF_PYTHON``, else this interpreter, as in
 ``tox -e bench`` where both are installed). Full size needs several GiB per side:
 run it under the machine lock, e.g.
-``flock /work/heavy.lock python benchmarks/bench_align.py``.
+``python benchmarks/bench_align.py``.
 """
 
 from __future__ import annotations

@@ -32,8 +32,7 @@ one whose bf16 GEMM is VDPBF16PS).
 and pools each system's samples, so a slow drift of the machine's speed, common on
 shared hosts, falls on every system instead of on whichever ran last; peak RSS is
 the largest of its rounds.
-Run it under
-``flock /work/heavy.lock`` on shared machines.
+Run it on an otherwise idle machine.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ same cache position, fed the ids that precision chose greedily. BF16 and FP32 bl
 alternate, each pair seconds apart and in alternating order, so a drift falls on
 both; each pair gives one ratio. Printed per clip: both medians, the median of the
 pair ratios and their range. Peak RSS is not measured here (both models are loaded).
-Run it under ``flock /work/heavy.lock`` on shared machines.
+Run it on an otherwise idle machine.
 """
 
 from __future__ import annotations

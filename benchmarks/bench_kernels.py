@@ -14,7 +14,7 @@ the table prints GFLOP/s of the medians, the ratio ours / numpy, the fraction
 of the machine's FMA peak (--peak-gflops per core) and the path ops.linear
 takes at that shape.
 
-    flock /work/heavy.lock python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
+    python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Server reliability under load: many clients, bad uploads, dropped connections (loopback only).
 
-``flock /work/heavy.lock python benchmarks/bench_server_load.py [--clients 50] [--seconds 60]``
+``python benchmarks/bench_server_load.py [--clients 50] [--seconds 60]``
 
 Starts ``onespeech serve`` (a tiny seeded checkpoint whose greedy output ends, or
 ``--model``) on 127.0.0.1 in a child process, then runs ``--clients`` threads for

@@ -2,8 +2,8 @@
 
 Run in the reference environment with onespeech-tokenizer installed::
 
-    /work/refenv/bin/pip install -e packages/onespeech-tokenizer
-    flock /work/heavy.lock /work/refenv/bin/python benchmarks/bench_tokenizer.py [--repeats N]
+    <reference-env>/bin/pip install -e packages/onespeech-tokenizer
+    <reference-env>/bin/python benchmarks/bench_tokenizer.py [--repeats N]
 
 Encodes just under 1 MiB of seeded mixed multilingual text (Latin, CJK, Hangul,
 Cyrillic, Arabic, Devanagari, Thai, digits, punctuation, emoji, whitespace runs)

@@ -21,7 +21,7 @@ process. Random weights do not end their answers, so both run a fixed token budg
 per chunk (``--tokens``): ours with the budget reached counted as the end of the
 chunk instead of the error a user gets (the benchmark patches that one check).
 
-Run under ``flock /work/heavy.lock`` on shared machines.
+Run it on an otherwise idle machine.
 """
 
 from __future__ import annotations

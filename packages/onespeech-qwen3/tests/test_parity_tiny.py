@@ -11,7 +11,7 @@ near-tie rule (``onespeech_tools.near_ties``, docs/qwen3.md) counts either id, c
 teacher-forced, lists every tie and fails on more than one per 256 compared steps.
 
 The tiny checkpoint runs in the default suite. The full-size 0.6B/1.7B comparison is
-the same test, marked slow (``pytest -m slow``, under ``flock /work/heavy.lock``); it
+the same test, marked slow (``pytest -m slow``); it
 needs ``oracle_asr.py --size 0.6b`` observations and reuses the oracle's checkpoint
 through hard links in ``<observations>/ours`` (converted there once).
 """

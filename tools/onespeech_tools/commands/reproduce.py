@@ -27,7 +27,7 @@ an FP32 near-tie agrees with either id, for both runs alike, and is listed.
 
 Full size (after ``oracle_asr.py --size 0.6b``)::
 
-    flock /work/heavy.lock onespeech-convert qwen-reproduce --size 0.6b
+    onespeech-convert qwen-reproduce --size 0.6b
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ to ``DIR/aligner/``:
   ``slot_margin``, ``slot_max_abs``: the near-tie rule's inputs), plus the
   post-processed times for information.
 
-Run it with the reference interpreter (``/work/refenv/bin/python``) or ``tox -e oracle``.
+Run it with the reference interpreter (the reference environment's ``python``) or ``tox -e oracle``.
 The full-size shape (``--size 0.6b``) needs several GiB: run it under the machine lock,
-e.g. ``flock /work/heavy.lock python oracle_aligner.py --out build/oracle --size 0.6b
---checkpoint /work/scratch/align/aligner-0.6b``. ``<size>/checkpoint.txt`` names the
+e.g. ``python oracle_aligner.py --out build/oracle --size 0.6b
+--checkpoint <checkpoints>/aligner-0.6b``. ``<size>/checkpoint.txt`` names the
 checkpoint folder the observations belong to.
 """
 

@@ -3,8 +3,8 @@
 Run with the reference environment (torch, transformers 4.57.6, qwen-asr 0.0.6 and
 ``onespeech-tools`` installed there)::
 
-    /work/refenv/bin/python tools/oracles/qwen3-asr/oracle_asr.py --out build/oracle
-    /work/refenv/bin/python tools/oracles/qwen3-asr/oracle_asr.py --out build/oracle --size 0.6b
+    <reference-env>/bin/python tools/oracles/qwen3-asr/oracle_asr.py --out build/oracle
+    <reference-env>/bin/python tools/oracles/qwen3-asr/oracle_asr.py --out build/oracle --size 0.6b
 
 It generates the checkpoint (deterministic: same seed, same bytes; digests
 recorded), loads it with ``Qwen3ASRModel.from_pretrained`` (transformers backend,
