@@ -115,6 +115,13 @@ def test_manifest_with_bad_lines(corpus, runtime_dirs, options, sequential, tmp_
     assert _outputs(tmp_path / "out") == {"libri": sequential["a/libri"]}
 
 
+def _maps(pid: int, directory: Path) -> bool:
+    try:
+        return str(directory) in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:  # gone, or no /proc on this system
+        return False
+
+
 def _worker_pids() -> set[int]:
     import multiprocessing
 
@@ -123,18 +130,21 @@ def _worker_pids() -> set[int]:
 
 def test_a_worker_killed_mid_file_is_replaced_and_its_file_redone(corpus, runtime_dirs, options, sequential,  # type: ignore[no-untyped-def]
                                                                    tmp_path) -> None:
+    if not Path("/proc/self/maps").is_file():
+        pytest.skip("needs /proc/<pid>/maps to see when a worker is inside its first file")
     killed: list[int] = []
 
     def kill_first_worker() -> None:
+        # a worker loads the recognizer for its first file, so the moment its runtime files
+        # are mapped it is inside that file; a fixed delay is too late on a fast machine
         deadline = time.monotonic() + 60
         while not killed and time.monotonic() < deadline:
-            pids = _worker_pids()
-            if pids:
-                time.sleep(1.5)  # past start-up and into the first file (model load + recognition)
-                pid = min(pids)
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            time.sleep(0.05)
+            for pid in sorted(_worker_pids()):
+                if _maps(pid, runtime_dirs.asr):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    break
+            time.sleep(0.01)
 
     killer = threading.Thread(target=kill_first_worker)
     killer.start()

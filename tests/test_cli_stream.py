@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +64,28 @@ def test_raw_pcm_at_another_rate_is_resampled(monkeypatch, capsys, runtime_dirs,
         want = session.push(half, 8000) + session.finish()
     lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, half.astype("<i2").tobytes(), "--rate", "8000")
     assert lines == [text_line(s) for s in want]
+
+
+def test_with_an_aligner_jsonl_has_the_sessions_timed_words(monkeypatch, capsys, runtime_dirs, vad_path, pcm16) -> None:  # type: ignore[no-untyped-def]
+    with LiveSession(runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner, vad=vad_path, threads=1,
+                     max_new_tokens=BUDGET) as session:
+        want = session.push(pcm16) + session.finish()
+    assert sum(w.start is not None for s in want for w in s.words) >= 2
+    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, pcm16.astype("<i2").tobytes(), "--format", "jsonl",
+                    "-l", "en", "--aligner", str(runtime_dirs.aligner))
+    assert [json.loads(line) for line in lines] == [asdict(s) for s in want]  # the segment as the Document JSON has it
+
+
+def test_a_damaged_model_is_reported_without_a_traceback(monkeypatch, capsys, runtime_dirs, vad_path, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    damaged = tmp_path / "asr"
+    shutil.copytree(runtime_dirs.asr, damaged)
+    tensor_file = sorted(damaged.glob("*.ost"))[0]
+    tensor_file.write_bytes(tensor_file.read_bytes()[:-4096])  # cut short, as an interrupted copy leaves it
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
+    status = main(["stream", "-", "-m", str(damaged), "--threads", "1"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("onespeech stream: ") and tensor_file.name in err and "Traceback" not in err

@@ -21,6 +21,8 @@ def test_held_models_give_the_same_documents(runtime_dirs, vad_path: Path, clips
     assert held.transcribe(clips["flac"]) == want
     assert held.transcribe(clips["flac"]) == want  # the held aligner is reused too
     assert held.recognizer() is recognizer
+    dispatcher = held.dispatcher()
+    assert dispatcher is not None and dispatcher.stages[0].loaded and held.dispatcher() is dispatcher
     untimed = held.transcribe(clips["flac"], align=False)
     assert untimed.text == want.text and all(w.start is None for w in untimed.words)
     held.close()
@@ -33,6 +35,9 @@ def test_held_models_give_the_same_documents(runtime_dirs, vad_path: Path, clips
 def test_only_a_keep_loaded_transcriber_hands_out_its_recognizer(runtime_dirs) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="keep_loaded=True"):
         Transcriber(runtime_dirs.asr).recognizer()
+    with pytest.raises(ValueError, match="keep_loaded=True"):
+        Transcriber(runtime_dirs.asr).dispatcher()
+    assert Transcriber(runtime_dirs.asr, aligner=None, keep_loaded=True).dispatcher() is None
 
 
 def load_first_second(path: Path):  # type: ignore[no-untyped-def]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +13,10 @@ from onespeech.features import SileroVad, VadOptions, load_audio, plan_chunks
 from onespeech.features.errors import PcmShapeError
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.qwen3 import UnsupportedLanguageError
-from onespeech.speech.chunk import recognize_chunk
+from onespeech.speech.chunk import recognize_chunk, untimed_reason
 from onespeech.speech.live_chunks import LiveChunker
 from onespeech.speech.streaming import LiveSession, stream_file
-from onespeech.speech.transcribe import transcribe
+from onespeech.speech.transcribe import TIMING_DISABLED, transcribe
 
 # a short token budget keeps the tests fast; a final that reaches it says so in `finish`,
 # exactly as the file path's per-chunk recognition does
@@ -48,7 +49,7 @@ def test_each_final_is_the_offline_recognition_of_its_chunk(session: LiveSession
         start, end = round(final.start * 16000), round(final.end * 16000)
         assert final.end - final.start <= 30.0
         offline = recognize_chunk(session.recognizer, joined_pcm[start:end], start, end, language=None)
-        assert final == offline
+        assert final == replace(offline, timing=TIMING_DISABLED)  # as transcribe(..., aligner=None) says
     # finals are in order and never overlap
     assert all(a.end <= b.start for a, b in zip(finals, finals[1:], strict=False))
 
@@ -87,13 +88,54 @@ def test_int16_blocks_are_scaled(session: LiveSession, clips: dict[str, Path]) -
     assert _run(session, as_int16, 3200) == _run(session, as_int16.astype(np.float32) / 32768, 3200)
 
 
-def test_stream_file_gives_transcribes_segments(runtime_dirs, vad_path: Path, clips: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
-    streamed = list(stream_file(clips["joined"], runtime_dirs.asr, vad=vad_path, threads=1))
-    document = transcribe(clips["joined"], runtime_dirs.asr, aligner=None, vad=vad_path, threads=1,
-                          progress=False, speakers=False)
-    assert [(s.start, s.end, s.text, s.language) for s in streamed] == [
-        (s.start, s.end, s.text, s.language) for s in document.segments
-    ]
+@pytest.fixture(scope="module")
+def timed_offline(runtime_dirs, vad_path: Path, clips: dict[str, Path]):  # type: ignore[no-untyped-def]
+    """``transcribe``'s document of the joined clip (several chunks) with word timings."""
+    # a forced language: the random model names none, and a timing stage needs one
+    document = transcribe(clips["joined"], runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner, vad=vad_path,
+                          threads=1, progress=False, speakers=False)
+    assert len(document.segments) >= 3
+    assert all(s.timing == "qwen3-forced-aligner" for s in document.segments)
+    assert sum(w.start is not None for w in document.words) >= 10  # the aligner really timed words
+    return document
+
+
+def test_live_finals_with_an_aligner_are_transcribes_timed_segments(  # type: ignore[no-untyped-def]
+    runtime_dirs, vad_path: Path, joined_pcm: np.ndarray, timed_offline
+) -> None:
+    with LiveSession(runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner, vad=vad_path, threads=1,
+                     chunking="file") as live:
+        assert live.dispatcher is not None and live.dispatcher.stages[0].loaded  # held from the start: one pass
+        finals = _run(live, joined_pcm, 4999)  # odd-sized blocks
+    # text, language, word texts AND word times, timing: exactly the file path's, segment by segment
+    assert finals == timed_offline.segments
+
+
+def test_stream_file_gives_transcribes_segments(runtime_dirs, vad_path: Path, clips: dict[str, Path],  # type: ignore[no-untyped-def]
+                                                timed_offline) -> None:
+    streamed = list(stream_file(clips["joined"], runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner,
+                                vad=vad_path, threads=1))
+    assert streamed == timed_offline.segments
+    untimed = list(stream_file(clips["joined"], runtime_dirs.asr, language="en", aligner=None, vad=vad_path,
+                               threads=1))
+    assert untimed == [replace(s, words=[replace(w, start=None, end=None, confidence=None, timing_method="none")
+                                         for w in s.words], timing=TIMING_DISABLED) for s in timed_offline.segments]
+
+
+@pytest.mark.parametrize("language", ["nl", None])
+def test_untimable_finals_keep_the_offline_reason(  # type: ignore[no-untyped-def]
+    runtime_dirs, vad_path: Path, clips: dict[str, Path], language: str | None
+) -> None:
+    # "nl": Qwen3-ASR recognizes Dutch, no timing stage times it, so the aligner is never loaded;
+    # None: the aligner is loaded (any language may come), but the random model identifies none
+    options = {"language": language, "aligner": runtime_dirs.aligner, "vad": vad_path, "threads": 1}
+    with LiveSession(runtime_dirs.asr, chunking="file", **options) as live:
+        assert live.dispatcher is not None and live.dispatcher.stages[0].loaded == (language is None)
+        finals = _run(live, load_audio(clips["flac"]), 7001)
+    document = transcribe(clips["flac"], runtime_dirs.asr, progress=False, speakers=False, **options)
+    assert finals == document.segments
+    assert finals and all(s.timing == untimed_reason(s.language) for s in finals)
+    assert all(w.start is None for s in finals for w in s.words)
 
 
 def test_long_unbroken_speech_is_cut_as_the_planner_cuts_it(joined_pcm: np.ndarray, vad_path: Path) -> None:
@@ -123,8 +165,8 @@ def test_session_errors_say_what_is_wrong(session: LiveSession, runtime_dirs, va
         session.push(np.zeros(100, dtype=np.float32), 8000)
     with pytest.raises(UnsupportedLanguageError):
         LiveSession(runtime_dirs.asr, language="tlh", vad=vad_path)
-    with pytest.raises(ValueError, match="aligner=None"):
-        LiveSession(runtime_dirs.asr, aligner="x", vad=vad_path)
+    with pytest.raises(FileNotFoundError):
+        LiveSession(runtime_dirs.asr, aligner=runtime_dirs.asr.parent / "no-such-aligner", vad=vad_path)
     closed = LiveSession(runtime_dirs.asr, vad=vad_path)
     closed.close()
     with pytest.raises(ObjectClosedError):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import glob
 import io
-import os
 import tempfile
 import threading
 from pathlib import Path
@@ -52,31 +50,44 @@ class _Unseekable(io.RawIOBase):
         return len(chunk)
 
 
-def _spools() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "onespeech-spool-*")))
+@pytest.fixture
+def spool_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private temporary directory for the spool (other processes spool to the shared one)."""
+    path = tmp_path / "tmp"
+    path.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    return path
 
 
-def test_stream_is_spooled_replayed_and_removed(make, clips) -> None:  # type: ignore[no-untyped-def]
-    before = _spools()
+def _spools(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob("onespeech-spool-*"))
+
+
+def test_stream_is_spooled_replayed_and_removed(make, clips, spool_dir) -> None:  # type: ignore[no-untyped-def]
     by_path = make().transcribe(clips["flac"])
-    by_stream = make().transcribe(_Unseekable(Path(clips["flac"]).read_bytes()))
+    assert _spools(spool_dir) == []  # a path is read in place
+    seen: set[str] = set()
+    by_stream = make(progress=lambda *_: seen.update(_spools(spool_dir))).transcribe(
+        _Unseekable(Path(clips["flac"]).read_bytes()))
     assert by_stream == by_path
     assert any(w.start is not None for w in by_stream.words)  # the timing replay read the spool again
-    assert _spools() == before
+    assert len(seen) == 1  # one spool while the stream was transcribed ...
+    assert list(spool_dir.iterdir()) == []  # ... and nothing left
 
 
-def test_cancel_stops_and_leaves_nothing_behind(make, clips, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_stops_and_leaves_nothing_behind(make, clips, monkeypatch, spool_dir) -> None:  # type: ignore[no-untyped-def]
     opened, closed = [], []
     real_load, real_close = Qwen3Recognizer.load, Qwen3Recognizer.close
     monkeypatch.setattr(Qwen3Recognizer, "load", classmethod(
         lambda cls, *a, **k: opened.append(real_load.__func__(cls, *a, **k)) or opened[-1]))
     monkeypatch.setattr(Qwen3Recognizer, "close", lambda self: closed.append(self) or real_close(self))
-    before = _spools()
     cancel = threading.Event()
     steps = []
+    seen: set[str] = set()
 
     def progress(stage: str, done: float, total: float) -> None:
         steps.append(stage)
+        seen.update(_spools(spool_dir))
         if stage == "decode" and done > 20:
             cancel.set()  # mid-file: the first chunks were recognized already
 
@@ -84,7 +95,7 @@ def test_cancel_stops_and_leaves_nothing_behind(make, clips, monkeypatch) -> Non
         make(progress=progress, cancel=cancel).transcribe(_Unseekable(Path(clips["joined"]).read_bytes()))
     assert "align" not in steps
     assert opened and closed == opened  # the recognizer was released
-    assert _spools() == before
+    assert len(seen) == 1 and list(spool_dir.iterdir()) == []  # the stream's spool was removed
 
 
 def test_cancel_inside_a_decode_step(make, clips) -> None:  # type: ignore[no-untyped-def]
@@ -201,6 +212,22 @@ def test_a_file_changed_between_the_passes_is_a_replay_mismatch(make, clips, tmp
             path.write_bytes(replacement)  # another program rewrites the file after recognition
 
     with pytest.raises(ReplayMismatchError, match="recognition"):
+        make(progress=progress).transcribe(path)
+
+
+@pytest.mark.parametrize("seconds", [5.0, 20.0])
+def test_a_file_changed_before_the_speaker_pass_is_a_replay_mismatch(make, clips, tmp_path, seconds) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "changing.flac"
+    path.write_bytes(Path(clips["flac"]).read_bytes())
+    pcm, rate = soundfile.read(clips["flac"], dtype="float32")
+    replacement = tmp_path / "replacement.flac"
+    soundfile.write(replacement, np.resize(pcm, (int(seconds * rate),) + pcm.shape[1:]), rate)
+
+    def progress(stage: str, done: float, total: float) -> None:
+        if stage == "align" and done >= total:
+            path.write_bytes(replacement.read_bytes())  # rewritten after timing, before the speaker pass
+
+    with pytest.raises(ReplayMismatchError, match="speaker pass decoded .* samples, recognition 176000"):
         make(progress=progress).transcribe(path)
 
 

@@ -89,3 +89,16 @@ def test_the_encoder_loads_only_after_the_recognizer_and_aligner_close(
         t.transcribe(clips["flac"])
     assert events.index("encoder loaded") > events.index("recognizer closed")
     assert events.index("encoder loaded") > events.index("aligner closed")
+
+
+def test_the_streamed_speaker_pass_gives_the_stage_of_the_whole_file(documents, vad_path, clips) -> None:  # type: ignore[no-untyped-def]
+    """transcribe replays the file in blocks through the stage; the document is the one the
+    stage gives over the whole decoded file (packages/onespeech-speech/tests/test_diarize_real.py
+    shows that equals the stage as it ran on one array before it streamed)."""
+    from onespeech.features import SileroVad, load_audio
+    from onespeech.speech.speakers import Diarizer, attribute_speakers, load_speaker_encoder
+
+    diarizer = Diarizer(load_speaker_encoder(threads=1), SileroVad.load(vad_path))
+    turns = diarizer(load_audio(clips["joined"]), "auto")
+    assert len({t.speaker for t in turns}) >= 2
+    assert attribute_speakers(documents[False], turns) == documents["auto"]

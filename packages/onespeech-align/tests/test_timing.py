@@ -94,6 +94,20 @@ def test_untimed_language_never_loads_the_aligner(fake_aligner):
     assert fake_aligner.loads == 0
 
 
+def test_load_loads_the_stage_for_a_language_now(fake_aligner):
+    dispatcher = default_dispatcher("/models/aligner")
+    dispatcher.load("nl")  # no stage times Dutch: nothing to load
+    assert fake_aligner.loads == 0 and not dispatcher.stages[0].loaded
+    dispatcher.load("de")
+    assert fake_aligner.loads == 1 and dispatcher.stages[0].loaded
+    dispatcher.load()  # every stage; already loaded ones stay as they are
+    dispatcher.time(np.zeros(16000, np.float32), TRANSCRIPT)
+    assert fake_aligner.loads == 1
+    dispatcher.close()
+    dispatcher.load()
+    assert fake_aligner.loads == 2
+
+
 def test_stages_are_tried_in_order():
     class Stage:
         def __init__(self, name, languages):

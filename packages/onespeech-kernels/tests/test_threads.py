@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from threadpoolctl import threadpool_info
@@ -32,6 +33,109 @@ def test_thread_limit_restores() -> None:
     with threads.thread_limit(1) as n:
         assert n == 1 and threads.get_threads() == 1
     assert threads.get_threads() == before
+
+
+def _in_thread(body) -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    if errors:
+        raise errors[0]
+
+
+def _needs_two_cpus() -> None:
+    if threads.available_cpus() < 2:
+        pytest.skip("needs 2 CPUs to tell one BLAS thread from two")
+    if not _blas_threads():
+        pytest.skip("numpy's BLAS is not one threadpoolctl can see")
+
+
+def test_a_count_set_in_another_thread_reaches_the_blas_pool() -> None:
+    # threadpoolctl (3.8) lets only the first thread that limits a pthreads OpenBLAS
+    # pool change it; a worker's count was silently ignored
+    _needs_two_cpus()
+    before = threads.get_threads()
+    seen: dict[int, set[int]] = {}
+
+    def worker() -> None:
+        for n in (2, 1):
+            threads.set_threads(n)
+            seen[n] = _blas_threads()
+
+    try:
+        threads.set_threads(1)  # the main thread limits first
+        _in_thread(worker)
+        seen[0] = _blas_threads()  # one pool: the worker's last count holds here too
+    finally:
+        threads.set_threads(before)
+    assert seen == {2: {2}, 1: {1}, 0: {1}}
+
+
+def test_blocks_with_one_count_in_two_threads_keep_it_until_the_last_closes() -> None:
+    _needs_two_cpus()
+    before = threads.get_threads()
+    opened, close_first = threading.Event(), threading.Event()
+    seen: list[tuple[int, set[int]]] = []
+
+    def first() -> None:
+        with threads.thread_limit(1):
+            opened.set()
+            assert close_first.wait(timeout=30)
+
+    try:
+        threads.set_threads(2)
+        worker = threading.Thread(target=first)
+        worker.start()
+        assert opened.wait(timeout=30)
+        with threads.thread_limit(1):
+            close_first.set()
+            worker.join(timeout=30)
+            seen.append((threads.get_threads(), _blas_threads()))  # the worker's block closed
+        seen.append((threads.get_threads(), _blas_threads()))  # every block closed
+    finally:
+        close_first.set()
+        threads.set_threads(before)
+    assert seen == [(1, {1}), (2, {2})]
+
+
+def test_a_closing_block_leaves_the_latest_block_still_open() -> None:
+    # blocks with counts 1, 2, 1 opened in three threads, closed out of order
+    _needs_two_cpus()
+    before = threads.get_threads()
+    opened = {k: threading.Event() for k in "abc"}
+    close = {k: threading.Event() for k in "abc"}
+    seen: list[int] = []
+
+    def block(k: str, n: int) -> None:
+        with threads.thread_limit(n):
+            opened[k].set()
+            assert close[k].wait(timeout=30)
+
+    workers = {}
+    try:
+        threads.set_threads(2)
+        for k, n in (("a", 1), ("b", 2), ("c", 1)):
+            workers[k] = threading.Thread(target=block, args=(k, n))
+            workers[k].start()
+            assert opened[k].wait(timeout=30)
+        for k in "cba":
+            close[k].set()
+            workers[k].join(timeout=30)
+            seen.append(threads.get_threads())
+    finally:
+        for event in close.values():
+            event.set()
+        threads.set_threads(before)
+    assert seen == [2, 1, 2]  # b's count, then a's, then the count before them
 
 
 def test_default_reads_omp_num_threads(monkeypatch) -> None:

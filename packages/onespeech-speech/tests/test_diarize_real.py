@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import threading
 from itertools import pairwise
 from pathlib import Path
@@ -10,9 +12,12 @@ import numpy as np
 import pytest
 
 from onespeech.kernels.errors import OperationCancelledError
+from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.convert import convert_resemblyzer
-from onespeech.speech.speakers.diarize import Diarizer
-from onespeech.speech.speakers.encoder import SpeakerEncoder
+from onespeech.speech.speakers.diarize import Diarizer, turns_from_partials
+from onespeech.speech.speakers.encoder import BATCH, HOP, SpeakerEncoder, partial_slices
+from onespeech.speech.speakers.mel import mel_frames, normalize_volume
+from onespeech.speech.speakers.segmentation import RegionPartials
 
 SR = 16000
 
@@ -85,3 +90,86 @@ def test_progress_and_cancel(diarizer: Diarizer, conversation: tuple) -> None:
 
 def test_silence_has_no_turns(diarizer: Diarizer) -> None:
     assert diarizer(np.zeros(3 * SR, np.float32), "auto") == []
+
+
+# -- the streamed stage against the whole-array stage it replaced -------------------------------------
+
+
+def _whole_array_partials(diarizer: Diarizer, pcm: np.ndarray) -> list[RegionPartials]:
+    """The stage before it streamed: VAD regions of the whole array, then every region's
+    partials from slices of that array, batched across regions (flushed at >= BATCH queued)."""
+    regions = diarizer.regions(pcm)
+    plans = [partial_slices(end - start, rate=diarizer.options.partial_rate) for start, end in regions]
+    out = np.empty((sum(map(len, plans)), 256), dtype=np.float32)
+    pending: list[np.ndarray] = []
+    filled = queued = 0
+    for (start, end), slices in zip(regions, plans, strict=True):
+        wav = normalize_volume(pcm[start:end])
+        wav = np.pad(wav, (0, max(0, slices[-1][1] * HOP - wav.shape[0])))
+        mel = mel_frames(wav)
+        pending.append(np.stack([mel[a:b] for a, b in slices]))
+        queued += len(slices)
+        if queued >= BATCH or (start, end) == regions[-1]:
+            batch = diarizer.encoder.embed_partials(np.concatenate(pending))
+            out[filled : filled + batch.shape[0]] = batch
+            filled += batch.shape[0]
+            pending.clear()
+            queued = 0
+    result, k = [], 0
+    for (start, end), slices in zip(regions, plans, strict=True):
+        frames = np.array(slices, dtype=np.int64)
+        m = len(slices)
+        result.append(RegionPartials(start, end, start + frames[:, 0] * HOP, start + frames[:, 1] * HOP, out[k : k + m]))
+        k += m
+    return result
+
+
+@pytest.fixture(scope="module")
+def long_conversation(shared_data: Path, diarizer: Diarizer) -> np.ndarray:
+    """The evaluation's four-speaker conversation, with 20 turns (2.5 min: two encoder batches)."""
+    script = Path(__file__).resolve().parents[3] / "tools" / "eval_diarization.py"
+    spec = importlib.util.spec_from_file_location("eval_diarization", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while the script runs
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    name, speakers, _, joins = next(c for c in module.EVAL_SET if c[0] == "four_mixed")
+    return module.build(shared_data, diarizer.vad, name, speakers, 20, joins, 0).pcm
+
+
+def test_streamed_stage_equals_the_whole_array_stage(diarizer: Diarizer, long_conversation: np.ndarray) -> None:
+    pcm = long_conversation
+    reference = _whole_array_partials(diarizer, pcm)
+    assert len(reference) > 10 and sum(r.embeddings.shape[0] for r in reference) > BATCH  # a batch spans regions
+    streamed = diarizer.embed(pcm[k : k + 7919] for k in range(0, pcm.size, 7919))  # odd blocks
+    assert [(r.start, r.end) for r in streamed] == [(r.start, r.end) for r in reference]
+    for got, want in zip(streamed, reference, strict=True):
+        assert np.array_equal(got.partial_starts, want.partial_starts)
+        assert np.array_equal(got.partial_ends, want.partial_ends)
+        assert np.array_equal(got.embeddings, want.embeddings)  # the same batches: bit for bit
+    for count in (None, 4):
+        want_turns = turns_from_partials(reference, count, diarizer.options)
+        assert len(want_turns) > 10
+        assert turns_from_partials(streamed, count, diarizer.options) == want_turns
+    # the public call on the whole array (cut into blocks inside): the same turns
+    assert diarizer(pcm, "auto") == turns_from_partials(reference, None, diarizer.options)
+
+
+def test_the_stream_holds_only_the_open_region(diarizer: Diarizer, long_conversation: np.ndarray) -> None:
+    pcm, block = long_conversation, 8192
+    stream = SpeechRegionStream(diarizer.vad, diarizer.vad_options)
+    regions, held = [], []
+    for k in range(0, pcm.size, block):
+        regions += stream.feed(pcm[k : k + block])
+        stream.release(stream.horizon)
+        held.append(stream.buffer.end - stream.buffer.start)
+    regions += stream.finish()
+    assert [(r.start, r.end) for r in regions] == [
+        (r.start, r.end) for r in diarizer.vad.speech_regions(pcm, diarizer.vad_options)
+    ]
+    longest = max(r.n_samples for r in regions)
+    # the open region, the pause that may end it (0.25 s), its padding and one block: never the whole audio
+    assert max(held) <= longest + SR // 4 + 2 * 480 + 2 * block < pcm.size // 4, (max(held), longest)

@@ -9,6 +9,7 @@ import pytest
 
 from onespeech.speech.speakers.convert import convert_resemblyzer
 from onespeech.speech.speakers.encoder import (
+    STEP_BLOCK,
     TENSOR_SHAPES,
     EncoderWeightsError,
     SpeakerEncoder,
@@ -44,14 +45,15 @@ def _lstm_reference(weights: dict, mels: np.ndarray) -> np.ndarray:
     return np.array(out)
 
 
-def test_lstm_matches_a_float64_reference() -> None:
+@pytest.mark.parametrize("steps", [12, 2 * STEP_BLOCK + 5])  # one block; three blocks, the last partial
+def test_lstm_matches_a_float64_reference(steps: int) -> None:
     weights = {k: v.astype(np.float64) for k, v in resemblyzer_state(seed=1).items()}
     encoder = SpeakerEncoder(weights, threads=1)
-    mels = np.random.default_rng(2).uniform(0, 2, (3, 12, 40)).astype(np.float32)
+    mels = np.random.default_rng(2).uniform(0, 2, (3, steps, 40)).astype(np.float32)
     got = encoder.embed_partials(mels)
     want = _lstm_reference(weights, mels)
     assert got.dtype == np.float32 and got.shape == (3, 256)
-    # float32 products of length <= 296 over 36 steps: well inside 1e-5 of the unit-norm output
+    # float32 products of length <= 296 over at most 3 x 37 steps: well inside 1e-5 of the unit-norm output
     assert np.abs(got - want).max() < 1e-5
     assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-6)
 

@@ -41,6 +41,10 @@ class TimingStage(Protocol):
         """Return ``transcript`` with word times filled in where the stage could."""
         ...
 
+    def load(self, cancel: Cancel = None) -> None:
+        """Load the stage's model now (otherwise it is loaded at its first use)."""
+        ...
+
     def close(self) -> None:
         """Release any model the stage loaded."""
         ...
@@ -99,6 +103,17 @@ class TimingDispatcher:
             return TimingOutcome(transcript, None, self._why_untimed(language))
         return TimingOutcome(stage.time(audio, transcript, language, cancel), stage.name)
 
+    def load(self, language: str | None = None, cancel: Cancel = None) -> None:
+        """Load now the model of the stage that would time ``language`` (every stage's when None).
+
+        For one-pass sessions that keep their timing stage loaded from the start, so the
+        first timed result does not wait for a model load. A language no stage supports
+        loads nothing.
+        """
+        stages = self.stages if language is None else [s for s in (self.select(language),) if s is not None]
+        for stage in stages:
+            stage.load(cancel)
+
     def close(self) -> None:
         """Release every stage's model."""
         for stage in self.stages:
@@ -148,6 +163,9 @@ class ForcedAlignerStage:
         self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Cancel = None
     ) -> Transcript:
         return self._load(cancel).align_transcript(audio, transcript, language, cancel=cancel)
+
+    def load(self, cancel: Cancel = None) -> None:
+        self._load(cancel)
 
     def close(self) -> None:
         if self._aligner is not None:

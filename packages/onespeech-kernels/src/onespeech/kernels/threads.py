@@ -1,10 +1,11 @@
 """One thread count for the whole runtime: OpenMP kernels and the BLAS pool.
 
-The compiled kernels read `get_threads()` for their `prange` regions; the BLAS
-pool (numpy's OpenBLAS/MKL) is limited through threadpoolctl, an accepted
+The compiled kernels read `get_threads()` for their `prange` regions. The BLAS
+pool (numpy's OpenBLAS/MKL) is found through threadpoolctl, an accepted
 dependency because it is the only portable way to reach the BLAS library that
-numpy happens to load. Kernels never call BLAS inside an OpenMP region, so BLAS
-is never oversubscribed by our own threads.
+numpy happens to load, and limited through it too, except a process-wide
+OpenBLAS pool, which is set directly (below). Kernels never call BLAS inside an
+OpenMP region, so BLAS is never oversubscribed by our own threads.
 
 The two pools still take turns on the same cores. numpy's OpenBLAS keeps its
 workers busy-waiting for ~2^28 cycles after every threaded call unless
@@ -20,6 +21,21 @@ at once. Measured on 2 cores with numpy imported first: 10 s encoder 1.3-1.8 s
 This happens once, on the first call, which should not overlap a numpy product
 running in another thread (OpenBLAS's own fork handler makes the same call).
 
+A count applies whichever thread sets it. threadpoolctl (from 3.8) lets only
+the first thread that limits a pthreads OpenBLAS pool change it and silently
+ignores every other thread, so a ``threads`` option applied in a worker thread
+kept the count the main thread last set (with ``OMP_NUM_THREADS`` unset, an
+aligner with ``threads=1`` ran its products on 2 BLAS threads in a worker and
+on 1 in the main thread; its logits differed by up to 8.5e-6). That pool is
+process-wide anyway, so `set_threads` calls OpenBLAS's own setter for it; other
+BLAS libraries go through threadpoolctl, whose per-thread limits (OpenMP
+builds) are then set in the calling thread, once per `thread_limit` block. The
+compiled kernels get the count as an argument, never from OpenMP's per-thread
+state. `thread_limit` blocks open in several threads at once with one count
+keep that count until the last one closes; blocks with different counts at
+the same time share the one BLAS pool, whose sums depend on its size, so
+instances used concurrently should use one ``threads`` value.
+
 The rule for every thread count (a ``threads`` option, ``set_threads``,
 ``OMP_NUM_THREADS``): an int >= 1, clamped to the CPUs this process may run on
 (`available_cpus`). More threads than CPUs only adds contention, and an absurd
@@ -31,15 +47,22 @@ when the OS refused one. The count in effect is what `set_threads` returns and
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from threadpoolctl import ThreadpoolController
 
 __all__ = ["available_cpus", "check_threads", "default_threads", "get_threads", "set_threads", "thread_limit"]
 
-_controller: ThreadpoolController | None = None
+_setters: list[Callable[[int], object]] | None = None
+# the thread_limit blocks open now in any thread, oldest first (a one-item list of
+# its count each), and the count in effect before the first of them
+_open: list[list[int]] = []
+_base = 1
+_lock = threading.RLock()
 _threads: int | None = None
 OPENBLAS_SPIN_TIMEOUT = "4"  # OPENBLAS_THREAD_TIMEOUT: 2^4 cycles of busy-waiting, then sleep
 
@@ -87,13 +110,42 @@ def check_threads(n: object) -> int:
     return n
 
 
-def _blas() -> ThreadpoolController:
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-        for lib in _controller.lib_controllers:
-            _shorten_openblas_spin(lib.internal_api, getattr(lib, "threading_layer", None), lib.filepath)
-    return _controller
+def _blas_setters() -> list[Callable[[int], object]]:
+    """A thread-count setter for each BLAS library loaded, each acting from any thread (module doc)."""
+    global _setters
+    if _setters is None:
+        setters = []
+        for lib in ThreadpoolController().lib_controllers:
+            if lib.user_api != "blas":
+                continue
+            layer = getattr(lib, "threading_layer", None)
+            _shorten_openblas_spin(lib.internal_api, layer, lib.filepath)
+            setters.append(_openblas_pool_setter(lib.internal_api, layer, lib.filepath) or lib.set_num_threads)
+        _setters = setters
+    return _setters
+
+
+def _openblas_pool_setter(internal_api: str, threading_layer: str | None,
+                          filepath: str) -> Callable[[int], object] | None:
+    """``openblas_set_num_threads`` of an OpenBLAS with one process-wide pool, else None.
+
+    threadpoolctl ignores limits on such a pool from any thread but the first
+    that set one (module doc). OpenMP builds keep per-thread limits, which
+    threadpoolctl sets in the calling thread; they get None, as do libraries
+    not exporting the setter under a known name (threadpoolctl's affixes).
+    """
+    if internal_api != "openblas" or threading_layer == "openmp":
+        return None
+    try:
+        lib = ctypes.CDLL(filepath, mode=getattr(os, "RTLD_NOLOAD", 0))
+    except OSError:  # not loaded after all
+        return None
+    for prefix, suffix in itertools.product(("", "scipy_"), ("", "64_", "_64")):
+        setter = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+        if setter is not None:
+            setter.argtypes, setter.restype = [ctypes.c_int], None
+            return setter
+    return None
 
 
 def _shorten_openblas_spin(internal_api: str, threading_layer: str | None, filepath: str) -> bool:
@@ -122,7 +174,7 @@ def _shorten_openblas_spin(internal_api: str, threading_layer: str | None, filep
 
 
 def set_threads(n: int | None) -> int:
-    """Set the thread count of OpenMP kernels and of the BLAS pool.
+    """Set the thread count of OpenMP kernels and of the BLAS pool, from any thread.
 
     Parameters
     ----------
@@ -137,8 +189,10 @@ def set_threads(n: int | None) -> int:
     """
     global _threads
     value = default_threads() if n is None else min(check_threads(n), available_cpus())
-    _blas().limit(limits=value, user_api="blas")
-    _threads = value
+    with _lock:
+        for setter in _blas_setters():
+            setter(value)
+        _threads = value
     return value
 
 
@@ -151,9 +205,24 @@ def get_threads() -> int:
 
 @contextmanager
 def thread_limit(n: int | None) -> Iterator[int]:
-    """Use ``n`` threads inside the ``with`` block, then restore the previous count."""
-    previous = get_threads()
+    """Use ``n`` threads inside the ``with`` block, then restore the count in effect before it.
+
+    Blocks may be open in several threads at once (one instance shared by
+    threads, or several instances): the count one block leaves is the count of
+    the latest block still open in any thread, and the count from before the
+    first block once none is. So blocks with one count never change each
+    other's count; blocks with different counts at the same time share one
+    BLAS pool (module doc).
+    """
+    global _base
+    with _lock:
+        if not _open:
+            _base = get_threads()
+        block = [set_threads(n)]  # this block's entry in _open, found by identity
+        _open.append(block)
     try:
-        yield set_threads(n)
+        yield block[0]
     finally:
-        set_threads(previous)
+        with _lock:
+            del _open[next(i for i, b in enumerate(_open) if b is block)]
+            set_threads(_open[-1][0] if _open else _base)

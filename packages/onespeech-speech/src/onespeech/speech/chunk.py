@@ -7,17 +7,20 @@ the planner closes it. It keeps only the audio a later chunk can still need, so
 memory does not grow with the file. Its chunks are exactly those that
 ``Qwen3Recognizer.transcribe`` plans for the whole audio at once.
 
-:func:`recognize_chunk` recognizes one closed chunk with fresh decoder state; file
-transcription and streaming both call it, so both give the same text per chunk.
+:func:`recognize_chunk` recognizes one closed chunk with fresh decoder state, and
+:func:`time_chunk` times its words through the timing dispatcher; file transcription
+and streaming both call them, so both give the same segment (text and word times)
+per chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from onespeech.align.timing import TimingDispatcher
 from onespeech.features import (
     Chunk,
     ChunkPlanner,
@@ -30,12 +33,12 @@ from onespeech.features import (
 from onespeech.features.errors import NonFiniteSampleError
 from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE, validate_pcm
 from onespeech.kernels.cancel import Cancel
-from onespeech.qwen3 import Qwen3Recognizer
+from onespeech.qwen3 import Qwen3Recognizer, Transcript
 from onespeech.qwen3.prompt import parse_output
 from onespeech.qwen3.units import written_units
 from onespeech.speech.document import FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS, Segment, Word
 
-__all__ = ["AudioChunker", "ClosedChunk", "recognize_chunk", "untimed_words"]
+__all__ = ["AudioChunker", "ClosedChunk", "recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
 
 
 @dataclass(frozen=True)
@@ -185,3 +188,49 @@ def recognize_chunk(
 def untimed_words(text: str, language: str | None) -> list[Word]:
     """The written units of ``text`` as words without times."""
     return [Word(u.text, None, None, None, "none") for u in written_units(text, language)]
+
+
+def time_chunk(dispatcher: TimingDispatcher, segment: Segment, pcm_chunk: np.ndarray, *,
+               cancel: Cancel = None) -> Segment:
+    """``segment`` with its words timed by the stage the dispatcher picks for its language.
+
+    The words are the units the stage finds in the segment's text (the aligner's unit
+    rules, exactly as ``Qwen3ForcedAligner.align`` takes them from the text), with
+    times on the source's clock: the stage's times plus ``segment.start`` (None stays
+    None). ``timing`` names the stage, or says why none applies (no language
+    identified, no stage for the language); such a segment is returned with only
+    ``timing`` changed and no model is loaded for it.
+
+    Parameters
+    ----------
+    dispatcher : TimingDispatcher
+    segment : Segment
+        A chunk's segment from :func:`recognize_chunk`.
+    pcm_chunk : ndarray[float32]
+        The chunk's samples (the ones ``segment`` was recognized from).
+    cancel : threading.Event-like, callable or None
+    """
+    if dispatcher.select(segment.language) is None:
+        return replace(segment, timing=untimed_reason(segment.language))
+    # no words given: the stage takes the units from the text, as Qwen3ForcedAligner.align does
+    transcript = Transcript(segment.text, segment.language, (), ())
+    outcome = dispatcher.time(pcm_chunk, transcript, segment.language, cancel)
+    if outcome.stage is None:
+        return replace(segment, timing=outcome.reason or "not timed")
+    offset = segment.start
+    words = [
+        Word(w.text, _shift(w.start, offset), _shift(w.end, offset), w.confidence, w.timing_method.value)
+        for w in outcome.transcript.words
+    ]
+    return replace(segment, words=words, timing=outcome.stage)
+
+
+def untimed_reason(language: str | None) -> str:
+    """``Segment.timing`` of a segment whose language no timing stage supports."""
+    if not language:
+        return "no language identified, so no timing stage applies"
+    return f"no timing stage for language {language!r}"
+
+
+def _shift(value: float | None, offset: float) -> float | None:
+    return None if value is None else value + offset

@@ -45,14 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True) -> None:
+def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True, aligner: str | None = None) -> None:
     """The model options shared by every command that transcribes.
 
     -m/--model, -l/--language, --aligner, --threads, --precision, --context,
     --max-new-tokens, -f/--format, -o/--output-dir, -q/--quiet. Turn the parsed
     values into ``Transcriber`` keywords with :func:`transcriber_options`.
     ``outputs=False`` leaves out -f and -o (commands that write no files, such as
-    ``stream`` and ``serve``).
+    ``stream`` and ``serve``); ``aligner`` is the default of --aligner (None: the
+    default aligner; "none" for commands that time no words unless asked).
     """
     from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL
     from onespeech.speech.writers import FORMATS
@@ -61,8 +62,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True) 
                         help=f"catalog id or local model directory (default {DEFAULT_MODEL}; downloaded on first use)")
     parser.add_argument("-l", "--language", default=None,
                         help="force a language (tag such as en, de, zh); default: identified per chunk")
-    parser.add_argument("--aligner", default=DEFAULT_ALIGNER,
-                        help=f"forced aligner id or directory for word times, or 'none' (default {DEFAULT_ALIGNER})")
+    aligner = aligner or DEFAULT_ALIGNER
+    parser.add_argument("--aligner", default=aligner,
+                        help=f"forced aligner id or directory for word times, or 'none' (default {aligner})")
     parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads (default: all available)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="weights (default fp32)")
     parser.add_argument("--context", default=None, help="biasing context text for the recognizer")

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from onespeech.features import Chunk, ChunkPlanner, SileroVad, SpeechRegion, SpeechSegmenter, VadOptions
+from onespeech.features import Chunk, ChunkPlanner, SileroVad, SpeechRegion, VadOptions
 from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE
 from onespeech.speech.chunk import ClosedChunk
+from onespeech.speech.region_stream import SpeechRegionStream
 
 _MIN_REST = SAMPLE_RATE  # a forced cut leaves at least 1 s (as the chunk planner does)
 
@@ -43,10 +44,9 @@ class LiveChunker:
     def __init__(self, vad: SileroVad, options: VadOptions | None = None, max_samples: int = MAX_CHUNK_SAMPLES):
         if max_samples < 2 * _MIN_REST:
             raise ValueError(f"max_samples={max_samples} is below {2 * _MIN_REST} (2 s)")
-        self._stream = vad.stream()
-        self._segmenter = SpeechSegmenter(options)
+        self._regions = SpeechRegionStream(vad, options)
+        self._buffer = self._regions.buffer
         self._max = max_samples
-        self._buffer = _SampleBuffer()
         self._emitted_until = 0  # no later chunk starts before this (a long region was cut here)
         self._finished = False
 
@@ -72,9 +72,7 @@ class LiveChunker:
         """
         if self._finished:
             raise ValueError("this stream is finished; start a new session for more audio")
-        probabilities = self._stream.feed(pcm)  # validates the block
-        self._buffer.append(pcm)
-        chunks = self._close(self._segmenter.feed(probabilities))
+        chunks = self._close(self._regions.feed(pcm))  # validates the block
         chunks += self._cut_long_speech()
         self._trim()
         return chunks
@@ -84,9 +82,8 @@ class LiveChunker:
         if self._finished:
             return []
         self._finished = True
-        regions = self._segmenter.feed(self._stream.finish()) + self._segmenter.finish(self.n_samples)
-        chunks = self._close(regions)
-        self._buffer.drop_before(self.n_samples)
+        chunks = self._close(self._regions.finish())
+        self._regions.release(self.n_samples)
         return chunks
 
     # -- internals ------------------------------------------------------------------
@@ -108,7 +105,7 @@ class LiveChunker:
         """Cut a region in progress once it runs 1 s past the bound (its cut cannot change after that)."""
         chunks: list[ClosedChunk] = []
         while True:
-            start = max(self._emitted_until, self._segmenter.horizon)
+            start = max(self._emitted_until, self._regions.horizon)
             if self.n_samples - start <= self._max + _MIN_REST:
                 return chunks
             # plan the heard part as one region: its first cut is the planner's first cut for any
@@ -124,38 +121,5 @@ class LiveChunker:
         return [ClosedChunk(chunk, self._buffer.view(chunk.start, chunk.end).copy())]
 
     def _trim(self) -> None:
-        self._buffer.drop_before(max(self._emitted_until, self._segmenter.horizon))
+        self._regions.release(max(self._emitted_until, self._regions.horizon))
 
-
-class _SampleBuffer:
-    """Samples ``start`` to ``end`` of a stream in one growable array (amortized O(1) append)."""
-
-    def __init__(self) -> None:
-        self._data = np.zeros(1 << 16, dtype=np.float32)
-        self._head = 0  # index in _data of sample `start`
-        self.start = 0
-        self.end = 0
-
-    def append(self, pcm: np.ndarray) -> None:
-        n = pcm.shape[0]
-        used = self.end - self.start
-        if self._head + used + n > self._data.shape[0]:
-            capacity = max(self._data.shape[0], 2 * (used + n))
-            data = np.zeros(capacity, dtype=np.float32) if capacity > self._data.shape[0] else self._data
-            data[:used] = self._data[self._head : self._head + used]  # numpy copies overlapping ranges correctly
-            self._data, self._head = data, 0
-        self._data[self._head + used : self._head + used + n] = pcm
-        self.end += n
-
-    def drop_before(self, sample: int) -> None:
-        drop = min(max(0, sample - self.start), self.end - self.start)
-        self._head += drop
-        self.start += drop
-
-    def held(self) -> np.ndarray:
-        return self._data[self._head : self._head + self.end - self.start]
-
-    def view(self, start: int, end: int) -> np.ndarray:
-        if not self.start <= start <= end <= self.end:
-            raise RuntimeError(f"samples {start}..{end} are not held (held: {self.start}..{self.end})")
-        return self._data[self._head + start - self.start : self._head + end - self.start]

@@ -2,23 +2,28 @@
 
 Both are one-pass: audio goes through the streaming VAD once, each speech region
 becomes a chunk as soon as it closes (see :mod:`onespeech.speech.live_chunks`), and
-the chunk is recognized at once by ``recognize_chunk``, the same function file
-transcription uses for each of its chunks. So every final is exactly what the
-offline path gives for the same samples, and no final waits for the end of the
-input. The models needed for finals are loaded when the session starts and stay
-loaded until it ends. Finals only: this model family declares no live partials.
+the chunk is recognized at once by ``recognize_chunk`` and, with an aligner, its
+words timed by ``time_chunk``: the functions file transcription uses for each of its
+chunks. So every final is exactly what the offline path gives for the same samples
+(text, language, word times, timing reason), and no final waits for the end of the
+input. The models needed for finals (the recognizer, and the timing stage when an
+aligner is given) are loaded when the session starts and stay loaded, both at once,
+until it ends. Finals only: this model family declares no live partials.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import soxr
 
+from onespeech.align import Qwen3AlignerOptions, default_dispatcher
+from onespeech.align.timing import TimingDispatcher
 from onespeech.features import AudioFileSource, SileroVad, VadOptions
 from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE
@@ -26,10 +31,10 @@ from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
-from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
+from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk
 from onespeech.speech.document import Segment
 from onespeech.speech.live_chunks import LiveChunker
-from onespeech.speech.transcribe import DEFAULT_MODEL
+from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, TIMING_DISABLED
 
 _INT16_SCALE = 1.0 / 32768.0
 CHUNKING = ("region", "file")
@@ -100,8 +105,13 @@ class LiveSession:
         Catalog id or model directory of the recognizer (loaded now, kept until ``close``).
     language : str, optional
         Forces the language of every final; None lets the model identify it per chunk.
-    aligner : None
-        Word timings in live finals are not offered yet; pass None.
+    aligner : str, PathLike or None
+        The forced aligner (catalog id or directory) that times each final's words,
+        exactly as ``transcribe`` times its segments (the same timing dispatcher and
+        per-language rule; a final in a language no stage supports keeps None times and
+        says why in ``timing``). It is loaded now and held with the recognizer for the
+        whole session. None (default): finals without word times
+        (``timing="aligner disabled"``), and only the recognizer in memory.
     context, precision, threads, max_new_tokens
         As for ``transcribe``.
     vad : SileroVad or path, optional
@@ -124,7 +134,7 @@ class LiveSession:
         model: str | os.PathLike[str] = DEFAULT_MODEL,
         *,
         language: str | None = None,
-        aligner: str | None = None,
+        aligner: str | os.PathLike[str] | None = None,
         context: str | None = None,
         precision: str = "fp32",
         threads: int | None = None,
@@ -137,16 +147,22 @@ class LiveSession:
 
         if chunking not in CHUNKING:
             raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
-        if aligner is not None:
-            raise ValueError("live sessions return finals without word timings; pass aligner=None")
         options = Qwen3Options(context=context, precision=Precision.parse(precision), threads=threads,
                                max_new_tokens=max_new_tokens)
         self._vad = load_vad(vad)
+        self._dispatcher: TimingDispatcher | None = None
         self._recognizer = Qwen3Recognizer.load(model, options)
         try:
             self._recognizer.languages.resolve(language)  # an unsupported tag fails now, not at the first final
+            if aligner is not None:
+                self._dispatcher = default_dispatcher(
+                    os.fspath(aligner), Qwen3AlignerOptions(precision=options.precision, threads=threads))
+                # one pass: the timing stage is loaded now and held, so no final waits for a model load
+                # (a forced language that no stage can time loads nothing)
+                with thread_limit(threads):
+                    self._dispatcher.load(language)
         except BaseException:
-            self._recognizer.close()
+            self._release()
             raise
         self.language = language
         self._chunking, self._vad_options = chunking, vad_options
@@ -157,6 +173,11 @@ class LiveSession:
     def recognizer(self) -> Qwen3Recognizer:
         """The session's Qwen3Recognizer (loaded for the whole session)."""
         return self._recognizer
+
+    @property
+    def dispatcher(self) -> TimingDispatcher | None:
+        """The session's timing dispatcher (its stage loaded for the whole session), or None without an aligner."""
+        return self._dispatcher
 
     @property
     def samples_heard(self) -> int:
@@ -196,7 +217,12 @@ class LiveSession:
         """Release the models."""
         if not self._closed:
             self._closed = True
-            self._recognizer.close()
+            self._release()
+
+    def _release(self) -> None:
+        self._recognizer.close()
+        if self._dispatcher is not None:
+            self._dispatcher.close()
 
     def __enter__(self) -> LiveSession:
         return self
@@ -212,21 +238,40 @@ class LiveSession:
 
     def _recognize(self, chunks: list[ClosedChunk], cancel: Cancel) -> list[Segment]:
         check_cancel(cancel)
-        return recognize_closed(self._recognizer, chunks, language=self.language, cancel=cancel)
+        return recognize_closed(self._recognizer, self._dispatcher, chunks, language=self.language, cancel=cancel)
 
 
 def recognize_closed(
-    recognizer: Qwen3Recognizer, chunks: list[ClosedChunk], *, language: str | None, cancel: Cancel
+    recognizer: Qwen3Recognizer, dispatcher: TimingDispatcher | None, chunks: list[ClosedChunk], *,
+    language: str | None, cancel: Cancel,
 ) -> list[Segment]:
-    """Finals of closed chunks, through the file path's per-chunk function (empty ones dropped)."""
+    """Finals of closed chunks (see :func:`chunk_final`); chunks with no text give none."""
     finals = []
-    with thread_limit(recognizer.options.threads):  # as file transcription limits its recognition
+    with thread_limit(recognizer.options.threads):  # as file transcription limits both of its passes
         for closed in chunks:
-            segment = recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end,
-                                      language=language, cancel=cancel)
+            segment = chunk_final(recognizer, dispatcher, closed, language=language, cancel=cancel)
             if segment.text:
                 finals.append(segment)
     return finals
+
+
+def chunk_final(
+    recognizer: Qwen3Recognizer, dispatcher: TimingDispatcher | None, closed: ClosedChunk, *,
+    language: str | None, cancel: Cancel,
+) -> Segment:
+    """The final of one closed chunk: the file path's segment for it.
+
+    ``recognize_chunk`` on its samples, then, with a dispatcher, ``time_chunk`` (the file
+    path's timing of one chunk); without one, ``timing`` is "aligner disabled" as in
+    ``transcribe(..., aligner=None)``. A chunk with no text is returned untimed.
+    """
+    segment = recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end, language=language,
+                              cancel=cancel)
+    if not segment.text:
+        return segment
+    if dispatcher is None:
+        return replace(segment, timing=TIMING_DISABLED)
+    return time_chunk(dispatcher, segment, closed.pcm, cancel=cancel)
 
 
 def stream_file(
@@ -234,6 +279,7 @@ def stream_file(
     model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
     language: str | None = None,
+    aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
     context: str | None = None,
     precision: str = "fp32",
     threads: int | None = None,
@@ -242,18 +288,22 @@ def stream_file(
     vad_options: VadOptions | None = None,
     chunking: str = "file",
     cancel: Cancel = None,
-) -> Iterator:
+) -> Iterator[Segment]:
     """File-segment streaming: yield each final as its chunk closes while the file is decoded.
 
     The file is read once, block by block (no whole-file PCM is held); the session's
-    models are loaded before the first block and released when the iterator ends or
-    is closed. Same finals as a ``LiveSession`` with the same ``chunking`` fed the decoded
-    audio; with the default ``chunking="file"`` they are ``transcribe``'s segments (without
-    word timings), each yielded as soon as its chunk closes.
+    models (the recognizer and, with an aligner, the timing stage) are loaded before
+    the first block, held together, and released when the iterator ends or is closed.
+    Same finals as a ``LiveSession`` with the same options fed the decoded audio. The
+    defaults are ``transcribe``'s: ``aligner`` is Qwen3-ForcedAligner-0.6B (None: no
+    word times) and ``chunking="file"``, so the finals are ``transcribe``'s segments
+    (text, language, word times, timing), each yielded as soon as its chunk closes;
+    unlike ``transcribe``, a chunk that reaches ``max_new_tokens`` is yielded with
+    ``finish="max_new_tokens"`` rather than raised.
     """
     check_cancel(cancel)
     with AudioFileSource(source) as audio, LiveSession(
-        model, language=language, context=context, precision=precision, threads=threads,
+        model, language=language, aligner=aligner, context=context, precision=precision, threads=threads,
         max_new_tokens=max_new_tokens, vad=vad, vad_options=vad_options,
         chunking=chunking,
     ) as session:

@@ -13,7 +13,10 @@ For one file::
       -> the timing dispatcher picks the stage per segment language (the forced
          aligner, loaded on first use) and times the segment's words, shifted by the
          segment's start
-    release the aligner; remove the spool
+    release the aligner
+    with speakers: replay once more through the speaker stage, streamed (each VAD
+    region embedded as it closes, only its partial embeddings kept), then attribute
+    the turns to words and segments; remove the spool
 
 No full-file PCM and no decoder state outlive a chunk, and the recognizer and the
 aligner are never loaded at the same time. A segment's text is exactly what
@@ -25,7 +28,7 @@ start.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -40,9 +43,9 @@ from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
-from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer, Transcript
-from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk
-from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment, Word
+from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk, untimed_reason
+from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment
 from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
 
@@ -206,15 +209,27 @@ class Transcriber:
 
     def recognizer(self) -> Qwen3Recognizer:
         """The held recognizer of the default context (``keep_loaded`` only), loaded on first use."""
+        self._check_holds("a recognizer")
+        if self._held_recognizer is None:
+            self._held_recognizer = Qwen3Recognizer.load(self._resolve(self._model), self.recognizer_options)
+        return self._held_recognizer
+
+    def dispatcher(self) -> TimingDispatcher | None:
+        """The held timing dispatcher (``keep_loaded`` only) with its stages loaded; None without an aligner."""
+        self._check_holds("a timing stage")
+        if self._aligner is None:
+            return None
+        dispatcher = self._acquire_dispatcher()
+        dispatcher.load()
+        return dispatcher
+
+    def _check_holds(self, what: str) -> None:
         if not self.keep_loaded:
-            raise ValueError("only a Transcriber with keep_loaded=True holds a recognizer between calls")
+            raise ValueError(f"only a Transcriber with keep_loaded=True holds {what} between calls")
         if self._closed:
             from onespeech.kernels.errors import ObjectClosedError
 
             raise ObjectClosedError("this Transcriber is closed; make a new one")
-        if self._held_recognizer is None:
-            self._held_recognizer = Qwen3Recognizer.load(self._resolve(self._model), self.recognizer_options)
-        return self._held_recognizer
 
     def close(self) -> None:
         """Release the models held with ``keep_loaded`` (otherwise models live only during a call)."""
@@ -320,20 +335,28 @@ class _FileRun:
         from onespeech.speech.speakers import Diarizer, attribute_speakers, load_speaker_encoder
 
         self._check_cancel()
-        pcm = np.empty(n_samples, dtype=np.float32)
-        filled = 0
-        for block in audio.blocks():
-            take = min(block.shape[0], n_samples - filled)
-            pcm[filled : filled + take] = block[:take]
-            filled += take
-        if filled != n_samples:
-            raise ReplayMismatchError(f"the speaker pass decoded {filled} samples, recognition {n_samples}")
         total = n_samples / SAMPLE_RATE
+        replayed = 0
+
+        def replay() -> Iterator[np.ndarray]:
+            # streamed: the stage keeps each closed region's embeddings, never the file's PCM
+            nonlocal replayed
+            for block in audio.blocks():
+                self._check_cancel()
+                replayed += block.shape[0]
+                if replayed > n_samples:
+                    break
+                yield block
+                self.report("speakers", replayed / SAMPLE_RATE, total)
+
         encoder = load_speaker_encoder(threads=self.options.threads)
-        turns = Diarizer(encoder, self.owner._load_vad())(
-            pcm, self.owner.speakers, cancel=self.cancel,
-            progress=lambda done, count: self.report("speakers", total * done / max(count, 1), total),
-        )  # fmt: skip
+        turns = Diarizer(encoder, self.owner._load_vad())(replay(), self.owner.speakers, cancel=self.cancel)
+        if replayed != n_samples:
+            raise ReplayMismatchError(
+                f"the speaker pass decoded {'at least ' if replayed > n_samples else ''}{replayed} samples, "
+                f"recognition {n_samples}; the audio decoded differently the second time, so no speakers "
+                "are assigned"
+            )
         self.report("speakers", total, total)
         return attribute_speakers(document, turns)
 
@@ -386,7 +409,7 @@ class _FileRun:
         owner = self.owner
         assert owner._aligner is not None
         dispatcher = owner._acquire_dispatcher()
-        timed = [s if dispatcher.select(s.language) is not None else replace(s, timing=_untimed_reason(s))
+        timed = [s if dispatcher.select(s.language) is not None else replace(s, timing=untimed_reason(s.language))
                  for s in self.segments]
         pending = {i for i, s in enumerate(timed) if dispatcher.select(s.language) is not None}
         if not pending:
@@ -395,7 +418,7 @@ class _FileRun:
             chunker = AudioChunker(owner._load_vad, owner.vad_options)
             replayed = 0
 
-            def time_chunk(closed: ClosedChunk) -> None:
+            def replay_chunk(closed: ClosedChunk) -> None:
                 nonlocal replayed
                 chunk = closed.chunk
                 expected = self.boundaries[replayed] if replayed < len(self.boundaries) else None
@@ -408,16 +431,16 @@ class _FileRun:
                 replayed += 1
                 index = self.segment_at.get(chunk.start)
                 if index is not None and index in pending:
-                    timed[index] = self._time_segment(dispatcher, timed[index], closed)
+                    timed[index] = time_chunk(dispatcher, timed[index], closed.pcm, cancel=self.cancel)
                 self.report("align", chunk.end_s, n_samples / SAMPLE_RATE)
 
             with thread_limit(self.options.threads):
                 for block in audio.blocks():
                     self._check_cancel()
                     for closed in chunker.feed(block):
-                        time_chunk(closed)
+                        replay_chunk(closed)
                 for closed in chunker.finish():
-                    time_chunk(closed)
+                    replay_chunk(closed)
             if replayed != len(self.boundaries) or chunker.n_samples != n_samples:
                 raise ReplayMismatchError(
                     f"the timing replay found {replayed} chunks in {chunker.n_samples} samples, recognition "
@@ -428,35 +451,9 @@ class _FileRun:
             owner._release_dispatcher(dispatcher)
         return timed
 
-    def _time_segment(self, dispatcher, segment: Segment, closed: ClosedChunk) -> Segment:
-        outcome = dispatcher.time(closed.pcm, _transcript(segment), segment.language, self.cancel)
-        if outcome.stage is None:
-            return replace(segment, timing=outcome.reason or "not timed")
-        offset = closed.chunk.start / SAMPLE_RATE
-        words = [
-            Word(w.text, _shift(w.start, offset), _shift(w.end, offset), w.confidence, w.timing_method.value)
-            for w in outcome.transcript.words
-        ]
-        return replace(segment, words=words, timing=outcome.stage)
-
     def _check_cancel(self) -> None:
         if is_cancelled(self.cancel):
             raise TranscriptionCancelled("transcription was cancelled by the caller's signal")
-
-
-def _transcript(segment: Segment) -> Transcript:
-    # no words: the aligner takes the units from the text, exactly as Qwen3ForcedAligner.align does
-    return Transcript(segment.text, segment.language, (), ())
-
-
-def _untimed_reason(segment: Segment) -> str:
-    if not segment.language:
-        return "no language identified, so no timing stage applies"
-    return f"no timing stage for language {segment.language!r}"
-
-
-def _shift(value: float | None, offset: float) -> float | None:
-    return None if value is None else value + offset
 
 
 def _check_speakers(speakers: object) -> None:

@@ -4,8 +4,11 @@
 little-endian mono PCM (``--rate`` for another rate) or a WAV stream (detected by its
 RIFF header) from stdin; a path instead of ``-`` is decoded as a file and streamed.
 Each final is printed as soon as its VAD chunk closes: ``[start --> end] text`` or,
-with ``--format jsonl``, one JSON object per line. Exit status 0, 1 on bad audio or
-model errors, 2 for usage errors.
+with ``--format jsonl``, one JSON object per line (the segment as the Document JSON
+writes it, words included). ``--aligner MODEL`` times each final's words as
+``transcribe`` does (the aligner is then held with the recognizer for the session);
+the default is ``none``. Exit status 0, 1 on bad audio or model errors, 2 for usage
+errors.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
 ORDER = 30
@@ -28,11 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="sample rate of raw PCM on stdin (default 16000; a WAV header gives its own)")
     parser.add_argument("--format", dest="stream_format", choices=("text", "jsonl"), default="text",
                         help="text: '[start --> end] text' lines (default); jsonl: one JSON object per final")
-    add_model_options(parser, outputs=False)
-    parser.set_defaults(func=run, aligner="none")  # live finals carry no word timings
+    add_model_options(parser, outputs=False, aligner="none")  # as LiveSession: word times only when asked
+    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from onespeech.kernels import ModelIntegrityError
     from onespeech.speech.cli import transcriber_options
     from onespeech.speech.streaming import LiveSession
 
@@ -40,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     options.pop("progress", None)
     try:
         session = LiveSession(**options)
-    except (TypeError, ValueError, OSError) as error:
+    except (TypeError, ValueError, OSError, ModelIntegrityError) as error:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     emit = _print_jsonl if args.stream_format == "jsonl" else _print_text
@@ -53,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 emit(final)
     except KeyboardInterrupt:
         return 130
-    except (ValueError, OSError, RuntimeError) as error:
+    except (ValueError, OSError, RuntimeError, ModelIntegrityError) as error:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     return 0
@@ -84,6 +89,4 @@ def _print_text(final: Any) -> None:
 
 
 def _print_jsonl(final: Any) -> None:
-    record = {"start": final.start, "end": final.end, "text": final.text, "language": final.language,
-              "finish": final.finish}
-    print(json.dumps(record, ensure_ascii=False), flush=True)
+    print(json.dumps(asdict(final), ensure_ascii=False), flush=True)

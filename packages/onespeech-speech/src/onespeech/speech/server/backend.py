@@ -2,10 +2,9 @@
 
 ``load_shared`` loads what every worker shares read-only (the VAD); ``load_worker``
 runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
-is loaded at once and whose aligner is loaded at the first request that needs word
-times; both then stay loaded until the server stops. A request with its own prompt
-(context) loads a recognizer for that request (the weights are memory-mapped, so
-this maps the same files again rather than copying them).
+and aligner (if any) are loaded at once and stay loaded until the server stops. A
+request with its own prompt (context) loads a recognizer for that request (the
+weights are memory-mapped, so this maps the same files again rather than copying them).
 """
 
 from __future__ import annotations
@@ -40,7 +39,8 @@ class Backend:
             progress=False, speakers=False, vad=self.vad, keep_loaded=True,
         )
         try:
-            recognizer = transcriber.recognizer()  # now, not at the first request; the aligner at its first use
+            recognizer = transcriber.recognizer()  # now, not at the first request
+            transcriber.dispatcher()  # the aligner too: live finals are timed as they come
         except BaseException:
             transcriber.close()
             raise
@@ -68,11 +68,11 @@ class Backend:
                                       align=words, cancel=cancel)
 
     def recognize_chunk(self, transcriber: Any, closed: Any, *, language: str | None, cancel: Cancel) -> Any:
-        """The final of one closed live chunk (the file path's per-chunk function)."""
+        """The final of one closed live chunk, as a ``LiveSession`` with the server's aligner gives it."""
         from onespeech.kernels.threads import thread_limit
-        from onespeech.speech.chunk import recognize_chunk
+        from onespeech.speech.streaming import chunk_final
 
         recognizer = transcriber.recognizer()
         with thread_limit(recognizer.options.threads):
-            return recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end,
-                                   language=language or self.config.language, cancel=cancel)
+            return chunk_final(recognizer, transcriber.dispatcher(), closed,
+                               language=language or self.config.language, cancel=cancel)

@@ -6,9 +6,12 @@ Query parameters: ``sample_rate`` (default 16000; other rates are resampled),
 Client -> server: binary frames of mono PCM in that encoding (any size; a frame may
 split a sample), then the text frame ``{"type": "finish"}`` to flush the last chunk.
 Server -> client, as JSON text frames, in order:
-``{"type": "final", "start", "end", "text", "language", "finish"}`` for each final (the same
-finals a ``LiveSession`` returns), then ``{"type": "done", "duration"}`` after a finish,
-and the server closes the socket. Errors are ``{"type": "error", "error": {...}}``
+``{"type": "final", "start", "end", "text", "language", "words", "finish", "timing", "speaker"}``
+for each final (the same finals a ``LiveSession`` with the server's aligner returns, as
+the Document JSON writes a segment: each word ``{"text", "start", "end", "confidence",
+"timing_method", "speaker"}``, times in seconds from the first sample, None when the
+server has no aligner or no stage times the language), then ``{"type": "done",
+"duration"}`` after a finish, and the server closes the socket. Errors are ``{"type": "error", "error": {...}}``
 (the HTTP error shape) followed by a close: 1008 for bad input, 1013 when the queue
 is full (try again later), 1011 for anything else. Each closed chunk is a job in the
 same bounded queue as file requests, one at a time per session; if the client goes
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -137,10 +141,7 @@ class _Recognizer:
                 await _send_error(self._websocket, api)
                 return api
             if segment.text:
-                await self._websocket.send_json({
-                    "type": "final", "start": segment.start, "end": segment.end, "text": segment.text,
-                    "language": segment.language, "finish": segment.finish,
-                })
+                await self._websocket.send_json({"type": "final", **asdict(segment)})
 
     async def _recognize(self, chunk: ClosedChunk) -> Any:
         backend, language = self._backend, self._language

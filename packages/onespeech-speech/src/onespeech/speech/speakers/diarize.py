@@ -20,13 +20,15 @@ The stage (see :mod:`.segmentation` for the pieces):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from onespeech.features import SileroVad, VadOptions
+from onespeech.features import SileroVad, SpeechRegion, VadOptions
+from onespeech.features.pcm import validate_pcm
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
+from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.clustering import (
     centroids,
     estimate_count,
@@ -37,14 +39,16 @@ from onespeech.speech.speakers.clustering import (
 from onespeech.speech.speakers.encoder import SpeakerEncoder
 from onespeech.speech.speakers.segmentation import (
     SAMPLE_RATE,
+    PartialEmbedder,
     Piece,
     RegionPartials,
-    embed_regions,
     resegment_region,
     split_region,
 )
 
 __all__ = ["DiarizationOptions", "Diarizer", "Turn", "diarize", "speaker_label"]
+
+_ARRAY_BLOCK = 1 << 16  # samples per block when the audio is one array (views, no copies)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,14 @@ def check_speakers(speakers: object) -> int | None:
 
 
 class Diarizer:
-    """The speaker stage over 16 kHz PCM, with a loaded encoder and VAD."""
+    """The speaker stage over 16 kHz PCM, with a loaded encoder and VAD.
+
+    The audio is streamed: each VAD region is embedded once it closes and only its
+    partial embeddings are kept (see :class:`.segmentation.PartialEmbedder`), so what
+    is held grows with the number of regions (about 2 kB per second of speech), not
+    with the audio. A region's samples are held until it closes: continuous speech
+    without a pause of ``min_silence_ms`` is held whole (64 kB per second).
+    """
 
     def __init__(
         self, encoder: SpeakerEncoder, vad: SileroVad, options: DiarizationOptions | None = None
@@ -112,29 +123,64 @@ class Diarizer:
         self.vad = vad
         self.options = options or DiarizationOptions()
 
+    @property
+    def vad_options(self) -> VadOptions:
+        return VadOptions(min_silence_duration_ms=self.options.min_silence_ms)
+
     def regions(self, pcm: np.ndarray) -> list[tuple[int, int]]:
-        found = self.vad.speech_regions(pcm, VadOptions(min_silence_duration_ms=self.options.min_silence_ms))
+        """The speech regions (samples) of the whole audio, as the stage finds them."""
+        found = self.vad.speech_regions(pcm, self.vad_options)
         return [(r.start, r.end) for r in found if r.end > r.start]
 
     def embed(
-        self, pcm: np.ndarray, *, progress: Callable[[int, int], None] | None = None, cancel: Cancel = None
+        self,
+        audio: np.ndarray | Iterable[np.ndarray],
+        *,
+        progress: Callable[[int, int | None], None] | None = None,
+        cancel: Cancel = None,
     ) -> list[RegionPartials]:
-        return embed_regions(
-            self.encoder, pcm, self.regions(pcm), partial_rate=self.options.partial_rate,
-            progress=progress, cancel=cancel,
-        )  # fmt: skip
+        """The partial embeddings of every speech region of ``audio``.
+
+        ``audio`` is 16 kHz mono float32 PCM, whole or as consecutive blocks of any
+        size (an iterable of arrays); both give the same result. ``progress(done,
+        total)`` is called in samples after each block (``total`` is None for blocks);
+        ``cancel`` is checked before each block and each encoder batch.
+        """
+        total = None
+        blocks: Iterable[np.ndarray] = audio
+        if isinstance(audio, np.ndarray):
+            pcm = validate_pcm(audio)
+            total = pcm.shape[0]
+            blocks = (pcm[k : k + _ARRAY_BLOCK] for k in range(0, total, _ARRAY_BLOCK))
+        stream = SpeechRegionStream(self.vad, self.vad_options)
+        embedder = PartialEmbedder(self.encoder, partial_rate=self.options.partial_rate, cancel=cancel)
+
+        def take(regions: list[SpeechRegion]) -> None:
+            for region in regions:
+                if region.end > region.start:
+                    embedder.add(region.start, region.end, stream.samples(region))
+            stream.release(stream.horizon)  # the closed regions' samples are embedded or queued as mels
+
+        for block in blocks:
+            raise_if_cancelled(cancel, "speaker attribution")
+            take(stream.feed(block))
+            if progress is not None:
+                progress(stream.n_samples, total)
+        take(stream.finish())
+        return embedder.finish()
 
     def __call__(
         self,
-        pcm: np.ndarray,
+        audio: np.ndarray | Iterable[np.ndarray],
         speakers: int | str = "auto",
         *,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int | None], None] | None = None,
         cancel: Cancel = None,
     ) -> list[Turn]:
+        """The turns of ``audio`` (PCM or its blocks, as :meth:`embed` takes)."""
         count = check_speakers(speakers)
         check_cancel(cancel)
-        return turns_from_partials(self.embed(pcm, progress=progress, cancel=cancel), count, self.options)
+        return turns_from_partials(self.embed(audio, progress=progress, cancel=cancel), count, self.options)
 
 
 def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationOptions) -> np.ndarray:
@@ -190,7 +236,7 @@ def diarize(
     speakers: int | str = "auto",
     *,
     threads: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int | None], None] | None = None,
     cancel: Cancel = None,
 ) -> list[Turn]:
     """Who speaks when in ``source``: ordered, non-overlapping turns in file seconds.
@@ -204,10 +250,10 @@ def diarize(
     threads
         Threads for the encoder (default: the runtime's default).
     progress
-        ``progress(done, total)`` in partial windows embedded.
+        ``progress(done, total)`` in samples of audio processed.
     cancel
-        A ``threading.Event``-like or callable signal, checked between encoder batches;
-        raises ``OperationCancelledError``.
+        A ``threading.Event``-like or callable signal, checked between blocks of audio and
+        encoder batches; raises ``OperationCancelledError``.
 
     Raises
     ------
@@ -216,10 +262,13 @@ def diarize(
     """
     count = check_speakers(speakers)
     check_cancel(cancel)
-    from onespeech.features import load_audio
+    from onespeech.features import AudioFileSource
     from onespeech.speech.speakers.model import load_speaker_encoder, vad_model_path
 
-    pcm = source if isinstance(source, np.ndarray) else load_audio(source)
-    raise_if_cancelled(cancel, "speaker attribution")
     diarizer = Diarizer(load_speaker_encoder(threads=threads), SileroVad.load(vad_model_path()))
-    return diarizer(pcm, count if count is not None else "auto", progress=progress, cancel=cancel)
+    raise_if_cancelled(cancel, "speaker attribution")
+    wanted = count if count is not None else "auto"
+    if isinstance(source, np.ndarray):
+        return diarizer(source, wanted, progress=progress, cancel=cancel)
+    with AudioFileSource(source) as audio:  # decoded in blocks, as transcribe replays a file
+        return diarizer(audio.blocks(), wanted, progress=progress, cancel=cancel)

@@ -16,13 +16,12 @@ evaluation can re-run 3 with other thresholds without the encoder.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from onespeech.kernels.cancel import Cancel, raise_if_cancelled
-from onespeech.speech.speakers.encoder import BATCH, EMBEDDING, HOP, SpeakerEncoder, partial_slices
+from onespeech.speech.speakers.encoder import BATCH, HOP, SpeakerEncoder, partial_slices
 from onespeech.speech.speakers.mel import mel_frames, normalize_volume
 
 SAMPLE_RATE = 16000
@@ -52,66 +51,70 @@ class Piece:
         return (self.end - self.start) / SAMPLE_RATE
 
 
-def embed_regions(
-    encoder: SpeakerEncoder,
-    pcm: np.ndarray,
-    regions: list[tuple[int, int]],
-    *,
-    partial_rate: float,
-    progress: Callable[[int, int], None] | None = None,
-    cancel: Cancel = None,
-) -> list[RegionPartials]:
-    """Partial embeddings of every region (batched across regions).
+class PartialEmbedder:
+    """Partial embeddings of speech regions handed over one at a time, in file order.
 
-    ``progress(done, total)`` is called with partial counts after each batch;
-    ``cancel`` is checked before each batch.
+    A region's audio is levelled and turned into its partials' mel windows at once, and
+    not kept; the windows wait in a queue that runs through the encoder as one batch as
+    soon as it holds ``BATCH`` or more (so a batch spans regions). The batches depend
+    only on the regions' lengths and order, never on when the regions arrive, so
+    feeding regions as a stream closes them gives the embeddings of feeding them all
+    at once, bit for bit. Held between batches: fewer than ``BATCH`` queued windows
+    plus the last region's (25.6 kB per window, two windows per second of speech).
+
+    Parameters
+    ----------
+    encoder : SpeakerEncoder
+    partial_rate : float
+        Partial windows per second of a region.
+    cancel : threading.Event-like, callable or None
+        Checked before each batch.
     """
-    plans = []
-    total = 0
-    for start, end in regions:
-        slices = partial_slices(end - start, rate=partial_rate)
-        plans.append(slices)
-        total += len(slices)
-    out_embeddings = np.empty((total, EMBEDDING), dtype=np.float32)
-    pending: list[np.ndarray] = []
-    filled = 0
 
-    def flush() -> None:
-        nonlocal filled
-        raise_if_cancelled(cancel, "speaker attribution")
-        batch = np.concatenate(pending) if len(pending) > 1 else pending[0]
-        out_embeddings[filled : filled + batch.shape[0]] = encoder.embed_partials(batch)
-        filled += batch.shape[0]
-        pending.clear()
-        if progress is not None:
-            progress(filled, total)
+    def __init__(self, encoder: SpeakerEncoder, *, partial_rate: float, cancel: Cancel = None) -> None:
+        self.encoder = encoder
+        self.partial_rate = partial_rate
+        self.cancel = cancel
+        self.regions: list[RegionPartials] = []  # embedded so far, in order
+        self.embedded = 0  # partial windows embedded so far
+        self._queue: list[tuple[int, int, np.ndarray, np.ndarray]] = []  # start, end, frame ranges, mels
+        self._queued = 0
 
-    queued = 0
-    for (start, end), slices in zip(regions, plans, strict=True):
-        wav = normalize_volume(pcm[start:end])
+    def add(self, start: int, end: int, pcm: np.ndarray) -> None:
+        """Queue the region of samples ``start``-``end`` (``pcm``: its samples); embed once a batch is full."""
+        if pcm.shape != (end - start,):
+            raise ValueError(f"pcm has shape {pcm.shape}; expected ({end - start},) for samples {start}..{end}")
+        slices = partial_slices(end - start, rate=self.partial_rate)
+        wav = normalize_volume(pcm)
         needed = slices[-1][1] * HOP
         if needed >= wav.shape[0]:
             wav = np.pad(wav, (0, needed - wav.shape[0]))
         mel = mel_frames(wav)
-        pending.append(np.stack([mel[a:b] for a, b in slices]))
-        queued += len(slices)
-        if queued >= BATCH:
-            flush()
-            queued = 0
-    if pending:
-        flush()
-    out = []
-    k = 0
-    for (start, end), slices in zip(regions, plans, strict=True):
-        frames = np.array(slices, dtype=np.int64)
-        m = len(slices)
-        out.append(
-            RegionPartials(
-                start, end, start + frames[:, 0] * HOP, start + frames[:, 1] * HOP, out_embeddings[k : k + m]
+        self._queue.append((start, end, np.array(slices, dtype=np.int64), np.stack([mel[a:b] for a, b in slices])))
+        self._queued += len(slices)
+        if self._queued >= BATCH:
+            self._flush()
+
+    def finish(self) -> list[RegionPartials]:
+        """Embed what is queued; every region's partials, in order."""
+        if self._queue:
+            self._flush()
+        return self.regions
+
+    def _flush(self) -> None:
+        raise_if_cancelled(self.cancel, "speaker attribution")
+        mels = [q[3] for q in self._queue]
+        embeddings = self.encoder.embed_partials(np.concatenate(mels) if len(mels) > 1 else mels[0])
+        k = 0
+        for start, end, frames, windows in self._queue:
+            m = windows.shape[0]
+            self.regions.append(
+                RegionPartials(start, end, start + frames[:, 0] * HOP, start + frames[:, 1] * HOP, embeddings[k : k + m])
             )
-        )
-        k += m
-    return out
+            k += m
+        self.embedded += k
+        self._queue.clear()
+        self._queued = 0
 
 
 def _unit_mean(e: np.ndarray) -> np.ndarray:
