@@ -81,8 +81,17 @@ def test_closed_audio_file_source_raises_the_closed_object_error(tmp_path) -> No
         source.read_all()
 
 
-def test_a_one_mib_word_is_refused_before_the_model_runs(aligner) -> None:
-    # one whitespace unit of 1 MiB of digits: each digit is a token (1,048,576 ids)
-    word = "7" * (1 << 20)
-    with pytest.raises(TooManyTokensError, match="more than 16384 ids"):
-        aligner.align(PCM, word, "en")
+def test_a_one_mib_word_is_refused_before_the_model_runs(run_case, tiny_aligner_dir) -> None:
+    # one whitespace unit of 1 MiB of digits: each digit is a token (1,048,576 ids);
+    # unbounded, this ran ~131k decoder positions for hours, so the case has a time cap
+    result = run_case(
+        """
+        import numpy as np
+        from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
+        with Qwen3ForcedAligner.load(args["model"], Qwen3AlignerOptions(threads=1)) as aligner:
+            aligner.align(np.full(16000, 0.01, np.float32), "7" * (1 << 20), "en")
+        """,
+        args={"model": str(tiny_aligner_dir)},
+        timeout_s=60,
+    )
+    result.expect_error(TooManyTokensError.__name__, match="more than 16384 ids")

@@ -2,7 +2,8 @@
 
 Each case edits the tiny checkpoint's config.json and loads it; a refusal must come
 before anything is built or allocated (the 10^8-layer and 10^9-position cases would
-otherwise allocate gigabytes), so the allocation peak of each load is bounded too.
+otherwise allocate gigabytes), so the allocation peak of each load is bounded too, and
+those cases run in a process of their own under a 1 GiB address-space cap.
 """
 
 from __future__ import annotations
@@ -41,6 +42,29 @@ def _load_bounded(directory: Path, options: Qwen3Options | None = None) -> Qwen3
         assert peak < PEAK_BYTES, f"loading allocated {peak} bytes before deciding"
 
 
+# the load and what it allocated, in a process whose address space is capped: a
+# regression in the unbounded cases must not allocate gigabytes in the test process
+_LOAD_CASE = """
+import tracemalloc
+from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+tracemalloc.start()
+try:
+    with Qwen3Recognizer.load(args["model"], Qwen3Options(threads=1, max_new_tokens=4)) as rec:
+        result = {"positions": int(rec.encoder._positions.shape[0])}
+        if args["generate"]:
+            rec.generate(__import__("numpy").full(8000, 0.01, "float32"))
+finally:
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < args["peak"], f"loading allocated {peak} bytes before deciding"
+"""
+
+
+def _load_in_capped_process(run_case, directory: Path, generate: bool = False):
+    return run_case(_LOAD_CASE, args={"model": str(directory), "generate": generate, "peak": PEAK_BYTES},
+                    memory_mb=1024, timeout_s=120)
+
+
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
@@ -53,10 +77,9 @@ def _load_bounded(directory: Path, options: Qwen3Options | None = None) -> Qwen3
         (lambda c: c["thinker_config"]["audio_config"].update(max_source_positions=4), "max_source_positions is 4"),
     ],
 )
-def test_config_values_that_break_the_model_are_refused(asr_copy, edit, match) -> None:
+def test_config_values_that_break_the_model_are_refused(run_case, asr_copy, edit, match) -> None:
     _edit(asr_copy, "config.json", edit)
-    with pytest.raises(ConfigError, match=match):
-        _load_bounded(asr_copy)
+    _load_in_capped_process(run_case, asr_copy).expect_error(ConfigError.__name__, match=match)
 
 
 def test_end_tokens_outside_the_vocabulary_are_refused(asr_copy) -> None:
@@ -65,12 +88,10 @@ def test_end_tokens_outside_the_vocabulary_are_refused(asr_copy) -> None:
         _load_bounded(asr_copy)
 
 
-def test_a_billion_source_positions_allocate_nothing(asr_copy) -> None:
+def test_a_billion_source_positions_allocate_nothing(run_case, asr_copy) -> None:
     # positions restart at every convolution chunk: one chunk's rows are all that is built
     _edit(asr_copy, "config.json", lambda c: c["thinker_config"]["audio_config"].update(max_source_positions=10**9))
-    with _load_bounded(asr_copy, Qwen3Options(threads=1, max_new_tokens=4)) as rec:
-        assert rec.encoder._positions.shape[0] == 13
-        rec.generate(np.full(8000, 0.01, np.float32))
+    assert _load_in_capped_process(run_case, asr_copy, generate=True).expect_ok() == {"positions": 13}
 
 
 def test_max_position_embeddings_smaller_than_the_prompt_is_refused(asr_copy) -> None:
