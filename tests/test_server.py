@@ -123,6 +123,18 @@ def test_subtitles_are_the_writers_output(client: openai.OpenAI, offline, clips:
     assert text == want.getvalue()
 
 
+def test_prompt_is_the_recognizers_context(client: openai.OpenAI, offline, runtime_dirs, vad_path: Path,  # type: ignore[no-untyped-def]
+                                           clips: dict[str, Path]) -> None:
+    # a context with which the random test model still ends its answer within the budget
+    context = "Kennedy"
+    expected = transcribe(clips["flac"], runtime_dirs.asr, language="en", aligner=None, vad=vad_path, threads=1,
+                          max_new_tokens=BUDGET, progress=False, speakers=False, context=context)
+    with open(clips["flac"], "rb") as audio:
+        result = client.audio.transcriptions.create(model="whisper-1", file=audio, language="en", prompt=context)
+    assert result.text == expected.text and expected.text
+    assert expected.text != offline.text  # the context changed the answer: it reached the model
+
+
 def test_models_and_health(client: openai.OpenAI, served: Served) -> None:
     assert [m.id for m in client.models.list()] == [served.config.model, "whisper-1"]
     health = served.health()

@@ -98,6 +98,27 @@ def test_cancel_stops_and_leaves_nothing_behind(make, clips, monkeypatch, spool_
     assert len(seen) == 1 and list(spool_dir.iterdir()) == []  # the stream's spool was removed
 
 
+def test_cancel_during_timing_releases_the_aligner(make, clips, monkeypatch, spool_dir) -> None:  # type: ignore[no-untyped-def]
+    opened, closed = [], []
+    real_load, real_close = Qwen3ForcedAligner.load, Qwen3ForcedAligner.close
+    monkeypatch.setattr(Qwen3ForcedAligner, "load", classmethod(
+        lambda cls, *a, **k: opened.append(real_load.__func__(cls, *a, **k)) or opened[-1]))
+    monkeypatch.setattr(Qwen3ForcedAligner, "close", lambda self: closed.append(self) or real_close(self))
+    cancel = threading.Event()
+    aligned: list[float] = []
+
+    def progress(stage: str, done: float, total: float) -> None:
+        if stage == "align":
+            aligned.append(done)
+            cancel.set()  # the first timing event: the aligner is loaded and a chunk was timed
+
+    with pytest.raises(TranscriptionCancelled):
+        make(progress=progress, cancel=cancel).transcribe(_Unseekable(Path(clips["joined"]).read_bytes()))
+    assert len(aligned) == 1  # stopped at the next check (a finished pass reports once per chunk and at its end)
+    assert opened and closed == opened  # the aligner was released
+    assert list(spool_dir.iterdir()) == []  # the stream's spool was removed
+
+
 def test_cancel_inside_a_decode_step(make, clips) -> None:  # type: ignore[no-untyped-def]
     calls = {"n": 0}
 
