@@ -136,7 +136,7 @@ def _mb(n: int) -> str:
 
 def bench_memory(args: argparse.Namespace) -> None:
     data = _shared_data()
-    if args.ending:  # answers of any length up to the budget (the first figures in docs/benchmarks.md)
+    if args.ending:  # answers of any length up to the budget (text length varies per chunk)
         asr = _checkpoint("asr-tiny-ending", "tiny", "asr", data, end_scale=0.1)
     else:  # never ends: every chunk gets the full budget, the same work per chunk at any file length
         asr = _checkpoint("asr-tiny", "tiny", "asr", data)
