@@ -87,11 +87,26 @@ def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (40, 69, 1031, False),
+@pytest.mark.parametrize("m,n,k", SHAPES + [(130, 96, 300)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_bf16_weight_gemm_is_the_float32_gemm_on_widened_weights(variant: str, m: int, n: int, k: int,
+                                                                 with_bias: bool) -> None:
+    """`gemm_bf16w` widens bands of w as it goes: bit for bit `gemm_f32` on the widened matrix."""
+    x, w16 = randn(m, k), ops.f32_to_bf16(randn(n, k))
+    b = randn(n) if with_bias else None
+    want = gemm(variant, x, ops.bf16_to_f32(w16), b, kc=16)
+    for mb, nb, kc, threads in ((64, 48, 16, 2), (4, 3, 16, 1), (5, 7, 16, 2), (1000, 1000, 16, 2)):
+        y = np.full((m, n), np.nan, np.float32)
+        cpu.load_variant(variant).gemm_bf16w(x, w16, b, y, mb, nb, kc, threads)
+        assert np.array_equal(y, want), (mb, nb, kc, threads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (40, 900, 1031, False),
                                           (401, 69, 67, False)])
 def test_bf16_weights_take_the_same_product_kernel_as_float32(variant: str, m: int, n: int, k: int, kernel: bool,
                                                                monkeypatch) -> None:
-    """Many rows over bf16 weights: blocks expanded to float32 go where a float32 weight would."""
+    """Many rows over bf16 weights go where a float32 weight would: our GEMM (widening bands) or BLAS."""
     real = cpu.load_variant(variant)
     calls = []
 
@@ -101,12 +116,12 @@ def test_bf16_weights_take_the_same_product_kernel_as_float32(variant: str, m: i
         def __getattr__(self, name):
             return getattr(real, name)
 
-        def gemm_f32(self, *args):
+        def gemm_bf16w(self, *args):
             calls.append(args[1].shape[0])
-            return real.gemm_f32(*args)
+            return real.gemm_bf16w(*args)
 
     monkeypatch.setattr(ops, "_kernels", Spy())
-    monkeypatch.setattr(ops, "_BF16_BLOCK_BYTES", 4 * 400 * 1024)  # 3000 x 400 weights: 3 blocks
+    monkeypatch.setattr(ops, "_BF16_BLOCK_BYTES", 4 * 400 * 1024)  # BLAS: blocks of 397 rows at K 1031
     x, w16 = randn(m, k), ops.f32_to_bf16(randn(n, k))
     w64 = ops.bf16_to_f32(w16).astype(np.float64)
     b = randn(n)

@@ -63,21 +63,38 @@ os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int fi
 #endif
 }
 
-#define OS_DEFINE_GEMM(NAME, WT, LOADW, SCALARW)                                             \
+/* y[m, n] = (y[m, n] + sum over k < kt of x[m, k] * w[n - n0, k]) + bias[n]: the
+ * scalar K % OS_LANES tail and the bias. One compiled body serves every GEMM here,
+ * so float32 and widened bf16 weights round these sums alike (two copies of the
+ * loop were contracted into FMAs differently by the compiler). */
+static __attribute__((noinline)) void
+os_gm_tail(const float *x, os_idx ldx, const float *w, os_idx ldw, os_idx kt, const float *bias, float *y,
+           os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1) {
+    for (os_idx m = m0; m < m1; m++)
+        for (os_idx n = n0; n < n1; n++) {
+            const float *xr = x + m * ldx;
+            const float *wr = w + (n - n0) * ldw;
+            float s = y[m * N + n];
+            for (os_idx k = 0; k < kt; k++) s += xr[k] * wr[k];
+            y[m * N + n] = bias ? s + bias[n] : s;
+        }
+}
+
+#define OS_DEFINE_GEMM(NAME, WT, LOADW)                                             \
     /* y[i, j] (= or +=) sum over one K block of x[i, k] * w[j, k] for an rm x rn tile;     \
      * kn is a multiple of OS_LANES. Always inlined with constant rm, rn so the              \
      * accumulators live in registers. */                                                    \
     static inline __attribute__((always_inline)) void                                       \
-    NAME##_tile(const float *x, const WT *w, os_idx K, os_idx kn, float *y, os_idx N,        \
-                const int rm, const int rn, int first) {                                     \
+    NAME##_tile(const float *x, os_idx ldx, const WT *w, os_idx ldw, os_idx kn, float *y,    \
+                os_idx N, const int rm, const int rn, int first) {                           \
         vf acc[6][6];                                                                        \
         for (int i = 0; i < rm; i++)                                                         \
             for (int j = 0; j < rn; j++) acc[i][j] = os_splat(0);                            \
         for (os_idx k = 0; k < kn; k += OS_LANES) {                                          \
             vf wv[6];                                                                        \
-            for (int j = 0; j < rn; j++) wv[j] = LOADW(w + j * K + k);                       \
+            for (int j = 0; j < rn; j++) wv[j] = LOADW(w + j * ldw + k);                     \
             for (int i = 0; i < rm; i++) {                                                   \
-                vf xv = os_load_f32(x + i * K + k);                                          \
+                vf xv = os_load_f32(x + i * ldx + k);                                        \
                 for (int j = 0; j < rn; j++) acc[i][j] += xv * wv[j];                        \
             }                                                                                \
         }                                                                                    \
@@ -100,27 +117,20 @@ os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int fi
                 os_idx n = n0;                                                               \
                 NAME##_tile_fn full = NAME##_tiles[rm - 1][OS_GM_NR - 1];                    \
                 for (; n + OS_GM_NR <= n1; n += OS_GM_NR)                                    \
-                    full(xm, w + n * K + k0, K, kn, ym + n, N, k0 == 0);                     \
+                    full(xm, K, w + n * K + k0, K, kn, ym + n, N, k0 == 0);                  \
                 if (n < n1)                                                                  \
-                    NAME##_tiles[rm - 1][n1 - n - 1](xm, w + n * K + k0, K, kn, ym + n, N,   \
-                                                      k0 == 0);                              \
+                    NAME##_tiles[rm - 1][n1 - n - 1](xm, K, w + n * K + k0, K, kn, ym + n,   \
+                                                      N, k0 == 0);                           \
             }                                                                                \
         }                                                                                    \
-        if (kv == K && bias == NULL) return;                                                 \
-        for (os_idx m = m0; m < m1; m++)                                                     \
-            for (os_idx n = n0; n < n1; n++) {                                               \
-                const float *xr = x + m * K;                                                 \
-                const WT *wr = w + n * K;                                                    \
-                float s = y[m * N + n];                                                      \
-                for (os_idx k = kv; k < K; k++) s += xr[k] * SCALARW(wr[k]);                 \
-                y[m * N + n] = bias ? s + bias[n] : s;                                       \
-            }                                                                                \
+        if (kv < K || bias != NULL)                                                          \
+            os_gm_tail(x + kv, K, w + n0 * K + kv, K, K - kv, bias, y, N, m0, m1, n0, n1);   \
     }
 
 #define OS_GM_TILE_FN(NAME, WT, RM, RN)                                                      \
-    static void NAME##_tile_##RM##x##RN(const float *x, const WT *w, os_idx K, os_idx kn,    \
-                                        float *y, os_idx N, int first) {                     \
-        NAME##_tile(x, w, K, kn, y, N, RM, RN, first);                                       \
+    static void NAME##_tile_##RM##x##RN(const float *x, os_idx ldx, const WT *w, os_idx ldw, \
+                                        os_idx kn, float *y, os_idx N, int first) {          \
+        NAME##_tile(x, ldx, w, ldw, kn, y, N, RM, RN, first);                                \
     }
 #define OS_GM_TILE_ROW(NAME, WT, RM)                                                         \
     OS_GM_TILE_FN(NAME, WT, RM, 1) OS_GM_TILE_FN(NAME, WT, RM, 2) OS_GM_TILE_FN(NAME, WT, RM, 3) \
@@ -131,14 +141,46 @@ os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int fi
 #define OS_GM_TILES(NAME, WT)                                                                \
     OS_GM_TILE_ROW(NAME, WT, 1) OS_GM_TILE_ROW(NAME, WT, 2) OS_GM_TILE_ROW(NAME, WT, 3)      \
     OS_GM_TILE_ROW(NAME, WT, 4) OS_GM_TILE_ROW(NAME, WT, 5) OS_GM_TILE_ROW(NAME, WT, 6)      \
-    typedef void (*NAME##_tile_fn)(const float *, const WT *, os_idx, os_idx, float *, os_idx, int); \
+    typedef void (*NAME##_tile_fn)(const float *, os_idx, const WT *, os_idx, os_idx, float *, os_idx, int); \
     static NAME##_tile_fn const NAME##_tiles[6][6] = {                                       \
         OS_GM_TILE_PTRS(NAME, 1), OS_GM_TILE_PTRS(NAME, 2), OS_GM_TILE_PTRS(NAME, 3),        \
         OS_GM_TILE_PTRS(NAME, 4), OS_GM_TILE_PTRS(NAME, 5), OS_GM_TILE_PTRS(NAME, 6),        \
     };
 
 /* (a bfloat16 instance, os_load_bf16 / os_bf16_scalar, measured 0.6-0.9x of
- * expanding weight blocks for BLAS, so ops keeps that path and it is not built) */
-OS_DEFINE_GEMM(os_gemm_f32_nt, float, os_load_f32, OS_ID)
+ * expanding weight blocks for BLAS, so ops keeps that path and it is not built;
+ * os_gemm_bf16w_nt below widens per band instead) */
+OS_DEFINE_GEMM(os_gemm_f32_nt, float, os_load_f32)
+
+/* os_gemm_f32_nt with bfloat16 weights, widened one band at a time: for each K
+ * block the task's w rows [n0, n1) are widened into buf ((n1 - n0) x kc floats,
+ * sized to stay in L2) and the float32 tiles run on buf. bf16 values widen
+ * exactly and each output is summed in the same order as os_gemm_f32_nt, so
+ * y is bit-identical to os_gemm_f32_nt on the widened matrix; the weights
+ * are read once from memory at 2 bytes each and no widened copy of the whole
+ * matrix is ever written. */
+static void os_gemm_bf16w_nt(const float *x, const uint16_t *w, const float *bias, float *y, os_idx N,
+                             os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1, os_idx kc, float *buf) {
+    os_idx kv = K - K % OS_LANES;
+    for (os_idx k0 = 0; k0 == 0 || k0 < kv; k0 += kc) {
+        os_idx kn = kv - k0 < kc ? kv - k0 : kc;
+        for (os_idx n = n0; n < n1; n++) os_bf16_to_f32(w + n * K + k0, buf + (n - n0) * kc, kn);
+        for (os_idx m = m0; m < m1; m += OS_GM_MR) {
+            int rm = m1 - m < OS_GM_MR ? (int)(m1 - m) : OS_GM_MR;
+            const float *xm = x + m * K + k0;
+            float *ym = y + m * N;
+            os_idx n = n0;
+            os_gemm_f32_nt_tile_fn full = os_gemm_f32_nt_tiles[rm - 1][OS_GM_NR - 1];
+            for (; n + OS_GM_NR <= n1; n += OS_GM_NR)
+                full(xm, K, buf + (n - n0) * kc, kc, kn, ym + n, N, k0 == 0);
+            if (n < n1)
+                os_gemm_f32_nt_tiles[rm - 1][n1 - n - 1](xm, K, buf + (n - n0) * kc, kc, kn, ym + n, N,
+                                                         k0 == 0);
+        }
+    }
+    if (kv == K && bias == NULL) return;
+    for (os_idx n = n0; n < n1; n++) os_bf16_to_f32(w + n * K + kv, buf + (n - n0) * OS_LANES, K - kv);
+    os_gm_tail(x + kv, K, buf, OS_LANES, K - kv, bias, y, N, m0, m1, n0, n1);
+}
 
 #endif

@@ -56,6 +56,9 @@ cdef extern from "_gemm_impl.h" nogil:
     int OS_GM_NR
     void os_gemm_f32_nt(const float *x, const float *w, const float *bias, float *y,
                         os_idx N, os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1, os_idx kc)
+    void os_gemm_bf16w_nt(const float *x, const unsigned short *w, const float *bias, float *y,
+                          os_idx N, os_idx K, os_idx m0, os_idx m1, os_idx n0, os_idx n1, os_idx kc,
+                          float *buf)
 
 cdef extern from "_bf16dp_impl.h" nogil:
     int OS_BF16DP_NATIVE
@@ -333,6 +336,39 @@ def gemm_f32(const float[:, ::1] x,    # IN  (M, K)
         n0 = (t // n_mb) * nb
         os_gemm_f32_nt(&x[0, 0], &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
                        n0, min(N, n0 + nb), kc)
+
+
+def gemm_bf16w(const float[:, ::1] x,             # IN  (M, K)
+               const unsigned short[:, ::1] w,    # IN  (N, K) bfloat16 bits
+               const float[::1] bias,             # IN  (N,) or None
+               float[:, ::1] y,                   # OUT (M, N)
+               Py_ssize_t mb,                     # x rows per task (rounded up to the tile)
+               Py_ssize_t nb,                     # w rows per task (rounded up to the tile)
+               Py_ssize_t kc,                     # K block (rounded up to the vector width)
+               int n_threads):
+    """`gemm_f32` on float32(w), bit for bit, widening one band of w per task and K block."""
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx t, n_mb, n_nb, m0, n0
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef float *buf
+    cdef int nt
+    if M == 0 or N == 0:
+        return
+    mb, nb, kc = _round_up(mb, OS_GM_MR), _round_up(nb, OS_GM_NR), _round_up(kc, OS_LANES)
+    n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
+    nt = _threads_for(n_mb * n_nb, n_threads)
+    buf = <float *>malloc(nt * nb * kc * sizeof(float))  # one band per thread
+    if buf == NULL:
+        raise MemoryError(f"the bf16 GEMM needs {nt * nb * kc} float32 of scratch")
+    try:
+        # band-major: both threads work on neighbouring bands of w at a time
+        for t in prange(n_mb * n_nb, nogil=True, schedule="dynamic", num_threads=nt):
+            m0 = (t % n_mb) * mb
+            n0 = (t // n_mb) * nb
+            os_gemm_bf16w_nt(&x[0, 0], &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
+                             n0, min(N, n0 + nb), kc, buf + threadid() * nb * kc)
+    finally:
+        free(buf)
 
 
 def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value

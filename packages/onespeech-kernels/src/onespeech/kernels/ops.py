@@ -22,8 +22,8 @@ _kernels: Any = _cpu.select_variant()  # a compiled module (no type stubs), or N
 
 # batches up to this many rows go through the compiled bf16 GEMV (weights read
 # once, activations reused from cache); larger ones run VDPBF16PS where the CPU
-# has it and x holds bf16 values (`_linear_bf16_dot`), else expand weight row
-# blocks to float32 and use BLAS GEMM, whose arithmetic intensity wins there
+# has it and x holds bf16 values (`_linear_bf16_dot`), else the float32 product
+# the same shape takes, on exactly widened weights (`_linear_bf16_blocked`)
 _BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
 _F32_GEMV_MAX_ROWS = 1
@@ -42,7 +42,7 @@ _GEMM_KC = 1024
 # bytes of one band of w rows (nb x kc float32) per task: 48 rows at
 # K >= 1024 measured best (12-96 tried; more rows cost TLB and prefetch)
 _GEMM_BAND_BYTES = 192 << 10
-# weight rows expanded per BLAS block (about 4 MiB of float32 at K = 1024)
+# weight rows widened per BLAS block (about 4 MiB of float32 at K = 1024)
 _BF16_BLOCK_BYTES = 4 << 20
 # queries up to which attention runs the compiled per-row kernel (decode);
 # longer ones (prefill, encoder, aligner) run the fused kernel
@@ -353,28 +353,27 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
 
 
 def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, blas: bool) -> np.ndarray:
-    """x2 @ bf16(w).T for many rows: expand blocks of weight rows, multiply as float32 weights would be.
+    """x2 @ bf16(w).T for many rows, with exactly the sums float32 weights of the same values get.
 
-    Each block goes where a float32 weight of its shape goes (our GEMM where it
-    beats BLAS, unless ``blas``), so BF16 takes the same product kernels as FP32.
+    Where float32 weights take our GEMM (unless ``blas``), `gemm_bf16w` runs it with
+    each band of w widened in cache as it is used (bit-identical to `gemm_f32` on the
+    widened matrix, and no widened copy is written). Elsewhere blocks of weight rows
+    are widened and go to BLAS, as float32 weights do.
     """
     n, k = w.shape
     m = x2.shape[0]
+    nt = get_threads()
     y = np.empty((m, n), np.float32)
+    if not blas and _gemm_wins(m, n, k):
+        _kernels.gemm_bf16w(x2, w, bias, y, *_gemm_plan(m, n, k, nt), nt)
+        return y
     rows = max(1, min(n, _BF16_BLOCK_BYTES // (4 * max(1, k))))
     buf = np.empty((rows, k), np.float32)
-    nt = get_threads()
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         block = buf[: r1 - r0]
         _kernels.bf16_to_f32(w[r0:r1].reshape(-1), block.reshape(-1), nt)
-        if not blas and _gemm_wins(m, r1 - r0, k):
-            part = y if r1 - r0 == n else np.empty((m, r1 - r0), np.float32)
-            _kernels.gemm_f32(x2, block, None, part, *_gemm_plan(m, r1 - r0, k, nt), nt)
-            if part is not y:
-                y[:, r0:r1] = part
-        else:
-            np.matmul(x2, block.T, out=y[:, r0:r1])
+        np.matmul(x2, block.T, out=y[:, r0:r1])
     if bias is not None:
         y += bias
     return y
