@@ -63,6 +63,17 @@ def _spools(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.glob("onespeech-spool-*"))
 
 
+def _record_loads(monkeypatch: pytest.MonkeyPatch, model_class: type) -> tuple[list, list]:
+    """The instances of ``model_class`` loaded and closed from now on, in order."""
+    opened: list = []
+    closed: list = []
+    real_load, real_close = model_class.load, model_class.close
+    monkeypatch.setattr(model_class, "load", classmethod(
+        lambda cls, *a, **k: opened.append(real_load.__func__(cls, *a, **k)) or opened[-1]))
+    monkeypatch.setattr(model_class, "close", lambda self: closed.append(self) or real_close(self))
+    return opened, closed
+
+
 def test_stream_is_spooled_replayed_and_removed(make, clips, spool_dir) -> None:  # type: ignore[no-untyped-def]
     by_path = make().transcribe(clips["flac"])
     assert _spools(spool_dir) == []  # a path is read in place
@@ -76,11 +87,7 @@ def test_stream_is_spooled_replayed_and_removed(make, clips, spool_dir) -> None:
 
 
 def test_cancel_stops_and_leaves_nothing_behind(make, clips, monkeypatch, spool_dir) -> None:  # type: ignore[no-untyped-def]
-    opened, closed = [], []
-    real_load, real_close = Qwen3Recognizer.load, Qwen3Recognizer.close
-    monkeypatch.setattr(Qwen3Recognizer, "load", classmethod(
-        lambda cls, *a, **k: opened.append(real_load.__func__(cls, *a, **k)) or opened[-1]))
-    monkeypatch.setattr(Qwen3Recognizer, "close", lambda self: closed.append(self) or real_close(self))
+    opened, closed = _record_loads(monkeypatch, Qwen3Recognizer)
     cancel = threading.Event()
     steps = []
     seen: set[str] = set()
@@ -99,11 +106,7 @@ def test_cancel_stops_and_leaves_nothing_behind(make, clips, monkeypatch, spool_
 
 
 def test_cancel_during_timing_releases_the_aligner(make, clips, monkeypatch, spool_dir) -> None:  # type: ignore[no-untyped-def]
-    opened, closed = [], []
-    real_load, real_close = Qwen3ForcedAligner.load, Qwen3ForcedAligner.close
-    monkeypatch.setattr(Qwen3ForcedAligner, "load", classmethod(
-        lambda cls, *a, **k: opened.append(real_load.__func__(cls, *a, **k)) or opened[-1]))
-    monkeypatch.setattr(Qwen3ForcedAligner, "close", lambda self: closed.append(self) or real_close(self))
+    opened, closed = _record_loads(monkeypatch, Qwen3ForcedAligner)
     cancel = threading.Event()
     aligned: list[float] = []
 
