@@ -114,7 +114,7 @@ static void os_gemm_bf16dp_portable(const uint16_t *x, os_idx ldx, const uint16_
 
 #if OS_BF16DP_NATIVE
 #define OS_DP_MR 4
-#define OS_DP_NR 3
+#define OS_DP_NR 4 /* 16 accumulators: one os_hsum16 sums a whole tile */
 
 /* an rm x rn tile over all of K; x rows are padded to whole steps (zeros),
  * the last step of w is read with a mask (zeros past K) */
@@ -144,12 +144,14 @@ os_dp_tile(const uint16_t *x, os_idx ldx, const uint16_t *w, os_idx K, const flo
                 acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)xv, (__m512bh)wv[j]);
         }
     }
-    for (int i = 0; i < rm; i++)
-        for (int j = 0; j < rn; j++) {
-            float a[OS_DP_PAIRS];
-            _mm512_storeu_ps(a, acc[i][j]);
-            y[i * N + n + j] = os_dp_finish(a, bias, n + j);
-        }
+    /* os_dp_hsum's order (os_hsum's) for all 16 at once; MXCSR flushes as the instruction does */
+    vf v[16];
+    for (int u = 0; u < 16; u++) v[u] = u < rm * rn ? (vf)acc[u / rn][u % rn] : os_splat(0);
+    vf r = os_hsum16(v);
+    for (int u = 0; u < rm * rn; u++) {
+        float s = r[u];
+        y[(u / rn) * N + n + u % rn] = bias ? s + bias[n + u % rn] : s;
+    }
 }
 
 #define OS_DP_TILE_FN(RM, RN)                                                                          \
@@ -157,15 +159,17 @@ os_dp_tile(const uint16_t *x, os_idx ldx, const uint16_t *w, os_idx K, const flo
                                        const float *bias, float *y, os_idx N, os_idx n) {             \
         os_dp_tile(x, ldx, w, K, bias, y, N, n, RM, RN);                                              \
     }
-OS_DP_TILE_FN(1, 1) OS_DP_TILE_FN(1, 2) OS_DP_TILE_FN(1, 3)
-OS_DP_TILE_FN(2, 1) OS_DP_TILE_FN(2, 2) OS_DP_TILE_FN(2, 3)
-OS_DP_TILE_FN(3, 1) OS_DP_TILE_FN(3, 2) OS_DP_TILE_FN(3, 3)
-OS_DP_TILE_FN(4, 1) OS_DP_TILE_FN(4, 2) OS_DP_TILE_FN(4, 3)
+OS_DP_TILE_FN(1, 1) OS_DP_TILE_FN(1, 2) OS_DP_TILE_FN(1, 3) OS_DP_TILE_FN(1, 4)
+OS_DP_TILE_FN(2, 1) OS_DP_TILE_FN(2, 2) OS_DP_TILE_FN(2, 3) OS_DP_TILE_FN(2, 4)
+OS_DP_TILE_FN(3, 1) OS_DP_TILE_FN(3, 2) OS_DP_TILE_FN(3, 3) OS_DP_TILE_FN(3, 4)
+OS_DP_TILE_FN(4, 1) OS_DP_TILE_FN(4, 2) OS_DP_TILE_FN(4, 3) OS_DP_TILE_FN(4, 4)
 typedef void (*os_dp_tile_fn)(const uint16_t *, os_idx, const uint16_t *, os_idx, const float *, float *,
                               os_idx, os_idx);
-static os_dp_tile_fn const os_dp_tiles[4][3] = {
-    {os_dp_tile_1x1, os_dp_tile_1x2, os_dp_tile_1x3}, {os_dp_tile_2x1, os_dp_tile_2x2, os_dp_tile_2x3},
-    {os_dp_tile_3x1, os_dp_tile_3x2, os_dp_tile_3x3}, {os_dp_tile_4x1, os_dp_tile_4x2, os_dp_tile_4x3},
+static os_dp_tile_fn const os_dp_tiles[4][4] = {
+    {os_dp_tile_1x1, os_dp_tile_1x2, os_dp_tile_1x3, os_dp_tile_1x4},
+    {os_dp_tile_2x1, os_dp_tile_2x2, os_dp_tile_2x3, os_dp_tile_2x4},
+    {os_dp_tile_3x1, os_dp_tile_3x2, os_dp_tile_3x3, os_dp_tile_3x4},
+    {os_dp_tile_4x1, os_dp_tile_4x2, os_dp_tile_4x3, os_dp_tile_4x4},
 };
 #endif
 

@@ -24,13 +24,18 @@
 
 #include "_kernels_impl.h"
 
-/* 4 x 3: the fewest loads per FMA that fit 16 registers; 3x4, 6x2, 2x6 and
- * 5x2 measured 5-35 % slower (2 threads, K 896 / 1024, 2026-12-01) */
+/* 4 x 3: the fewest loads per FMA that fit 16 registers (AVX2); 3x4, 6x2, 2x6
+ * and 5x2 measured 5-35 % slower (2 threads, K 896 / 1024). AVX-512 has 32
+ * registers: 4 x 4 fills one 16-lane sum (os_hsum16) per tile */
 #ifndef OS_GM_MR
 #define OS_GM_MR 4
 #endif
 #ifndef OS_GM_NR
+#if OS_LANES == 16
+#define OS_GM_NR 4
+#else
 #define OS_GM_NR 3
+#endif
 #endif
 
 /* y[i, j] = (first ? 0 : y[i, j]) + os_hsum(acc[i][j]) for the rm x rn tile.
@@ -54,6 +59,16 @@ os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int fi
         }
     }
 #undef OS_GM_ACC
+#elif OS_LANES == 16
+    for (int t = 0; t < rm * rn; t += 16) {
+        vf v[16];
+        for (int u = 0; u < 16; u++) v[u] = t + u < rm * rn ? acc[(t + u) / rn][(t + u) % rn] : os_splat(0);
+        vf r = os_hsum16(v); /* lane u: the sum of accumulator t + u */
+        for (int u = 0; u < 16 && t + u < rm * rn; u++) {
+            float *p = y + ((t + u) / rn) * N + (t + u) % rn;
+            *p = first ? r[u] : *p + r[u];
+        }
+    }
 #else
     for (int i = 0; i < rm; i++)
         for (int j = 0; j < rn; j++) {
