@@ -12,7 +12,9 @@ GEMM (y = x @ w.T, float32, warm weights): per round numpy (BLAS, the anchor)
 and our unpacked kernel (`gemm_f32`, with ops.linear's task plan) alternate;
 the table prints GFLOP/s of the medians, the ratio ours / numpy, the fraction
 of the machine's FMA peak (--peak-gflops per core) and the path ops.linear
-takes at that shape.
+takes at that shape; then BF16 precision's product at that shape (`ops.linear`
+of bf16-rounded activations by bf16 weights: VDPBF16PS where the CPU has it,
+else the float32 path on exactly widened weights) and its ratio to numpy.
 
     python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
 """
@@ -141,9 +143,13 @@ def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[floa
     w = rng.standard_normal((n, k), np.float32) * 0.05
     y = np.empty((m, n), np.float32)
     nt = get_threads()
-    # the kernel itself, whichever path ops.linear takes at this shape
+    # BF16 precision's operands: activations rounded to bf16, weights as bf16 bits
+    xb, wb = ops.round_bf16(x), ops.f32_to_bf16(w)
+    # the kernel itself, whichever path ops.linear takes at this shape; bf16: the
+    # path ops.linear takes for many rows (VDPBF16PS where the CPU has it)
     impls = {"numpy": lambda: x @ w.T,
-             "ours": lambda: ops._kernels.gemm_f32(x, w, None, y, *ops._gemm_plan(m, n, k, nt), nt)}
+             "ours": lambda: ops._kernels.gemm_f32(x, w, None, y, *ops._gemm_plan(m, n, k, nt), nt),
+             "ours bf16": lambda: ops.linear(xb, wb)}
     t0 = time.perf_counter()
     for fn in impls.values():  # warm-up: first touch, thread pools
         fn()
@@ -162,7 +168,7 @@ def run_gemm(threads: int, rounds: int, peak_gflops: float) -> None:
     set_threads(threads)
     print(f"\nkernels GEMM M x K @ (N x K).T, float32 | {onespeech.kernels.describe()}")
     head = (f"{'shape':<13}{'M x K x N':>17}  {'numpy GFLOP/s (min..max)':>26}  {'ours GFLOP/s (min..max)':>26}"
-            f"{'ratio':>7}{'% peak':>7}  path")
+            f"{'ratio':>7}{'% peak':>7}  {'path':<7}{'ours bf16 GFLOP/s (min..max)':>30}{'ratio':>7}")
     print(head)
     print("-" * len(head))
     for name, m, k, n in GEMM_SHAPES:
@@ -171,9 +177,10 @@ def run_gemm(threads: int, rounds: int, peak_gflops: float) -> None:
         rates = {impl: [flop / t / 1e9 for t in ts] for impl, ts in times.items()}
         med = {impl: statistics.median(r) for impl, r in rates.items()}
         path = "kernel" if ops._gemm_wins(m, n, k) else "numpy"
-        cells = [f"{med[i]:6.1f} ({min(rates[i]):.1f}..{max(rates[i]):.1f})" for i in ("numpy", "ours")]
+        cells = [f"{med[i]:6.1f} ({min(rates[i]):.1f}..{max(rates[i]):.1f})" for i in ("numpy", "ours", "ours bf16")]
         print(f"{name:<13}{f'{m} x {k} x {n}':>17}  {cells[0]:>26}  {cells[1]:>26}"
-              f"{med['ours'] / med['numpy']:7.2f}{100 * med['ours'] / (peak_gflops * threads):6.0f}%  {path}")
+              f"{med['ours'] / med['numpy']:7.2f}{100 * med['ours'] / (peak_gflops * threads):6.0f}%  {path:<7}"
+              f"{cells[2]:>30}{med['ours bf16'] / med['numpy']:7.2f}")
 
 
 def main() -> int:
