@@ -617,7 +617,7 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
 /* Scores of eight keys per head at once: each dot's vector part as DOT##_1,
  * then one os_hsum8 for all eight (the exact os_hsum order, far fewer
  * shuffles than eight separate ones). Only when hd has no scalar tail. */
-#define OS_ATT_SCORES8(DOT, KVT, i)                                                         \
+#define OS_ATT_SCORES_MANY(DOT, KVT, i)                                                         \
     if (hd % OS_LANES == 0)                                                              \
         for (; i + 8 <= n_keys; i += 8)                                                  \
             for (os_idx h = 0; h < nh; h++) {                                             \
@@ -636,8 +636,24 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
                 si[0] = r[0]; si[2] = r[1]; si[4] = r[2]; si[6] = r[3];                  \
                 si[1] = r[4]; si[3] = r[5]; si[5] = r[6]; si[7] = r[7];                  \
             }
+#elif OS_LANES == 16
+/* Scores of sixteen keys per head at once, finished by one os_hsum16 (the
+ * exact os_hsum order of each key's DOT##_1; without it the scalar os_hsum
+ * per key cost more than the key's dot product). Only when hd has no tail. */
+#define OS_ATT_SCORES_MANY(DOT, KVT, i)                                                         \
+    if (hd % OS_LANES == 0)                                                              \
+        for (; i + 16 <= n_keys; i += 16)                                                \
+            for (os_idx h = 0; h < nh; h++) {                                             \
+                const float *qh = q + (h0 + h) * hd;                                     \
+                const KVT *ki = k + i * kv_stride + (h0 + h) / group * hd;               \
+                vf c[16];                                                                \
+                for (int u = 0; u < 16; u++) c[u] = DOT##_1v(qh, ki + u * kv_stride, hd); \
+                vf r = os_hsum16(c);                                                     \
+                float *si = scores + h * n_keys + i;                                     \
+                for (int u = 0; u < 16; u++) si[u] = r[u];                               \
+            }
 #else
-#define OS_ATT_SCORES8(DOT, KVT, i)
+#define OS_ATT_SCORES_MANY(DOT, KVT, i)
 #endif
 
 /* ---- decode attention: one query row, a range of kv heads --------------------
@@ -658,7 +674,7 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
                      float scale, float *scores, float *out) {                           \
         const os_idx h0 = g0 * group, nh = (g1 - g0) * group;                             \
         os_idx i = 0;                                                                    \
-        OS_ATT_SCORES8(DOT, KVT, i)                                                         \
+        OS_ATT_SCORES_MANY(DOT, KVT, i)                                                         \
         for (; i < n_keys; i++)                                                          \
             for (os_idx h = 0; h < nh; h++)                                               \
                 scores[h * n_keys + i] =                                                 \
