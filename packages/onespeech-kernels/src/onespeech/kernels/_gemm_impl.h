@@ -28,7 +28,11 @@
  * and 5x2 measured 5-35 % slower (2 threads, K 896 / 1024). AVX-512 has 32
  * registers: 4 x 4 fills one 16-lane sum (os_hsum16) per tile */
 #ifndef OS_GM_MR
+#if OS_LANES == 16
+#define OS_GM_MR 6
+#else
 #define OS_GM_MR 4
+#endif
 #endif
 #ifndef OS_GM_NR
 #if OS_LANES == 16
