@@ -264,6 +264,39 @@ def test_websocket_bad_parameters_get_an_error_and_a_close(served: Served) -> No
         assert ws.close_code == 1008
 
 
+def test_websocket_chunks_meet_a_full_queue_with_an_error_and_a_close(served: Served,
+                                                                      clips: dict[str, Path]) -> None:
+    pool = served.app.state.pool
+    release = threading.Event()
+    data = np.round(load_audio(clips["flac"])[: 4 * 16000] * 32767).astype("<i2").tobytes()
+
+    def stream() -> tuple[list[dict[str, Any]], int | None]:
+        messages = []
+        with connect(f"ws://127.0.0.1:{served.port}/v1/audio/stream?language=en") as ws:
+            ws.send(data)
+            ws.send(json.dumps({"type": "finish"}))  # the last chunk closes now: a job for the full queue
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    messages.append(json.loads(ws.recv()))
+            return messages, ws.close_code
+
+    async def main() -> tuple[list[dict[str, Any]], int | None]:
+        blocker = pool.submit(lambda models, cancel: release.wait(60))
+        await asyncio.to_thread(blocker.started.wait, 30)
+        waiting = [pool.submit(lambda models, cancel: None) for _ in range(2)]  # the queue is full now
+        try:
+            return await asyncio.to_thread(stream)
+        finally:
+            release.set()
+            await blocker.future
+            for job in waiting:
+                await job.future
+
+    messages, code = asyncio.run(main())
+    assert messages and messages[-1]["type"] == "error" and messages[-1]["error"]["code"] == "queue_full"
+    assert code == 1013  # try again later
+
+
 def test_the_server_is_healthy_after_all_that(served: Served, client: openai.OpenAI, offline,  # type: ignore[no-untyped-def]
                                               clips: dict[str, Path]) -> None:
     health = served.health()
