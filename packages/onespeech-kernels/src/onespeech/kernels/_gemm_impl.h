@@ -68,8 +68,9 @@ os_gm_store(vf acc[6][6], const int rm, const int rn, float *y, os_idx N, int fi
 #elif OS_LANES == 16
     for (int t = 0; t < rm * rn; t += 16) {
         vf v[16];
+        float r[16]; /* r[u]: the sum of accumulator t + u */
         for (int u = 0; u < 16; u++) v[u] = t + u < rm * rn ? acc[(t + u) / rn][(t + u) % rn] : os_splat(0);
-        vf r = os_hsum16(v); /* lane u: the sum of accumulator t + u */
+        os_hsum_batch(v, r);
         for (int u = 0; u < 16 && t + u < rm * rn; u++) {
             float *p = y + ((t + u) / rn) * N + (t + u) % rn;
             *p = first ? r[u] : *p + r[u];

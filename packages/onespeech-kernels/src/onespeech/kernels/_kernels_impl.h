@@ -613,44 +613,36 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
     for (j = n_vis; j < n; j++) s[j] = 0.0f;
 }
 
+#if OS_LANES == 8 || OS_LANES == 16
+#define OS_HSUM_BATCH OS_LANES
+/* out[u] = os_hsum(v[u]) for OS_HSUM_BATCH vectors at once, in os_hsum's exact
+ * order (os_hsum8 / os_hsum16: far fewer shuffles than one os_hsum each) */
+static inline __attribute__((always_inline)) void os_hsum_batch(const vf v[OS_HSUM_BATCH], float *out) {
 #if OS_LANES == 8
-/* Scores of eight keys per head at once: each dot's vector part as DOT##_1,
- * then one os_hsum8 for all eight (the exact os_hsum order, far fewer
- * shuffles than eight separate ones). Only when hd has no scalar tail. */
-#define OS_ATT_SCORES_MANY(DOT, KVT, i)                                                         \
+    vf r = os_hsum8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    /* lanes hold vectors 0, 2, 4, 6, 1, 3, 5, 7 */
+    out[0] = r[0]; out[2] = r[1]; out[4] = r[2]; out[6] = r[3];
+    out[1] = r[4]; out[3] = r[5]; out[5] = r[6]; out[7] = r[7];
+#else
+    vf r = os_hsum16(v);
+    for (int u = 0; u < 16; u++) out[u] = r[u];
+#endif
+}
+
+/* Scores of OS_HSUM_BATCH keys per head at once: each dot's vector part as
+ * DOT##_1, then one os_hsum_batch for all of them (a scalar os_hsum per key
+ * cost more than the key's dot product at 16 lanes). Only when hd has no
+ * scalar tail. */
+#define OS_ATT_SCORES_MANY(DOT, KVT, i)                                                      \
     if (hd % OS_LANES == 0)                                                              \
-        for (; i + 8 <= n_keys; i += 8)                                                  \
+        for (; i + OS_HSUM_BATCH <= n_keys; i += OS_HSUM_BATCH)                          \
             for (os_idx h = 0; h < nh; h++) {                                             \
                 const float *qh = q + (h0 + h) * hd;                                     \
                 const KVT *ki = k + i * kv_stride + (h0 + h) / group * hd;               \
-                vf c0 = DOT##_1v(qh, ki, hd), c1 = DOT##_1v(qh, ki + kv_stride, hd);     \
-                vf c2 = DOT##_1v(qh, ki + 2 * kv_stride, hd);                            \
-                vf c3 = DOT##_1v(qh, ki + 3 * kv_stride, hd);                            \
-                vf c4 = DOT##_1v(qh, ki + 4 * kv_stride, hd);                            \
-                vf c5 = DOT##_1v(qh, ki + 5 * kv_stride, hd);                            \
-                vf c6 = DOT##_1v(qh, ki + 6 * kv_stride, hd);                            \
-                vf c7 = DOT##_1v(qh, ki + 7 * kv_stride, hd);                            \
-                vf r = os_hsum8(c0, c1, c2, c3, c4, c5, c6, c7);                         \
-                float *si = scores + h * n_keys + i;                                     \
-                /* lanes hold keys 0, 2, 4, 6, 1, 3, 5, 7 */                             \
-                si[0] = r[0]; si[2] = r[1]; si[4] = r[2]; si[6] = r[3];                  \
-                si[1] = r[4]; si[3] = r[5]; si[5] = r[6]; si[7] = r[7];                  \
-            }
-#elif OS_LANES == 16
-/* Scores of sixteen keys per head at once, finished by one os_hsum16 (the
- * exact os_hsum order of each key's DOT##_1; without it the scalar os_hsum
- * per key cost more than the key's dot product). Only when hd has no tail. */
-#define OS_ATT_SCORES_MANY(DOT, KVT, i)                                                         \
-    if (hd % OS_LANES == 0)                                                              \
-        for (; i + 16 <= n_keys; i += 16)                                                \
-            for (os_idx h = 0; h < nh; h++) {                                             \
-                const float *qh = q + (h0 + h) * hd;                                     \
-                const KVT *ki = k + i * kv_stride + (h0 + h) / group * hd;               \
-                vf c[16];                                                                \
-                for (int u = 0; u < 16; u++) c[u] = DOT##_1v(qh, ki + u * kv_stride, hd); \
-                vf r = os_hsum16(c);                                                     \
-                float *si = scores + h * n_keys + i;                                     \
-                for (int u = 0; u < 16; u++) si[u] = r[u];                               \
+                vf c[OS_HSUM_BATCH];                                                     \
+                for (int u = 0; u < OS_HSUM_BATCH; u++)                                  \
+                    c[u] = DOT##_1v(qh, ki + u * kv_stride, hd);                         \
+                os_hsum_batch(c, scores + h * n_keys + i);                               \
             }
 #else
 #define OS_ATT_SCORES_MANY(DOT, KVT, i)
