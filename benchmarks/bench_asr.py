@@ -26,8 +26,8 @@ the model once, as an application does. ``--precision both`` (the default) runs
 every system in FP32 and in BF16 and ends with one table of both precisions (medians,
 the ratios to the reference and ours BF16 / ours FP32); ``--precision bf16`` alone
 still runs our FP32 right after our BF16 and adds its decode time and the BF16 / FP32
-ratio. Every header names the compiled kernel variant that ran (``avx512bf16`` is the
-one whose bf16 GEMM is VDPBF16PS).
+ratio. Every header names the compiled kernel variant that ran (``amx``: BF16's
+many-row products on AMX tiles; ``avx512bf16``: on VDPBF16PS).
 ``--rounds N`` repeats that sequence N times (ours, [our FP32,] reference, ours, ...)
 and pools each system's samples, so a slow drift of the machine's speed, common on
 shared hosts, falls on every system instead of on whichever ran last; peak RSS is
@@ -103,7 +103,7 @@ def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
         return {"stages": {"load": loads}}
     rec = Qwen3Recognizer.load(args.checkpoint, options)
     kernels = onespeech.kernels.info()
-    # which compiled variant ran (the bf16 GEMM is VDPBF16PS only in "avx512bf16")
+    # which compiled variant ran (BF16's many-row products: AMX tiles in "amx", VDPBF16PS in "avx512bf16")
     result["kernels"] = {key: kernels[key] for key in ("variant", "openmp", "lanes", "supported", "cpu_features")}
     # the runtime's head file repeats the tied embedding and is never read
     used = [n for n in rec._model if n != "thinker.lm_head.weight"]

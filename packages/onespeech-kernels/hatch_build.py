@@ -1,8 +1,9 @@
 """Hatch build hook: compile the Cython kernels once per instruction set, in place.
 
 `_kernels.pyx` is copied to `_kernels_<variant>.pyx` for each variant this
-platform can target (x86-64: generic, avx2, avx512, and avx512bf16 where the
-compiler knows AVX512_BF16; elsewhere: generic), each
+platform can target (x86-64: generic, avx2, avx512, avx512bf16 where the
+compiler knows AVX512_BF16, and amx where it knows AMX-BF16; elsewhere:
+generic), each
 copy is cythonized with one directive set (sklearn's: language_level 3,
 boundscheck / wraparound / initializedcheck off unless ONESPEECH_KERNELS_DEBUG=1,
 cdivision on) and compiled with its ISA flags and moved next to the sources (atomically), so editable
@@ -36,11 +37,15 @@ X86_VARIANTS = {
     "avx512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
     # avx512 plus VDPBF16PS for the bf16 x bf16 GEMM; built only where the compiler knows it
     "avx512bf16": ["-mavx512bf16", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx2", "-mfma", "-mf16c"],
+    # avx512bf16 plus AMX tiles (TDPBF16PS) for the same GEMM; built only where the compiler knows them
+    "amx": ["-mamx-tile", "-mamx-bf16", "-mavx512bf16", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx2",
+            "-mfma", "-mf16c"],
 }
-# a variant is built only if this compiles with its flags (older compilers lack -mavx512bf16)
+# a variant is built only if this compiles with its flags (older compilers lack -mavx512bf16, -mamx-bf16)
 ISA_PROBE = {
     "avx512bf16": "#include <immintrin.h>\n"
                   "__m512 f(__m512 a, __m512i b) { return _mm512_dpbf16_ps(a, (__m512bh)b, (__m512bh)b); }\n",
+    "amx": "#include <immintrin.h>\nvoid f(void) { _tile_zero(0); _tile_dpbf16ps(0, 1, 2); _tile_release(); }\n",
 }
 # -fno-math-errno lets sqrtf compile to one instruction; results are unchanged
 COMMON_FLAGS = ["-fno-math-errno"]
@@ -155,7 +160,8 @@ def build_extensions(root: Path) -> list[Path]:
                 f"{PACKAGE}._kernels_{variant}",
                 [str(pyx.relative_to(root))],
                 include_dirs=[str(SRC)],
-                depends=[str(SRC / name) for name in ("_kernels_impl.h", "_gemm_impl.h", "_bf16dp_impl.h", TEMPLATE)],
+                depends=[str(SRC / name) for name in ("_kernels_impl.h", "_gemm_impl.h", "_bf16dp_impl.h", "_bf16amx_impl.h",
+                                                     TEMPLATE)],
                 extra_compile_args=common + isa + omp,
                 extra_link_args=omp,
             )

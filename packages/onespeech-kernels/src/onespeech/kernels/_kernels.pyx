@@ -7,7 +7,7 @@
 # under `prange` without the GIL. Arguments are marked IN / OUT.
 
 from cython.parallel cimport prange, threadid
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport calloc, malloc, free
 from libc.string cimport memcpy
 
 cdef extern from "_kernels_impl.h" nogil:
@@ -69,9 +69,24 @@ cdef extern from "_bf16dp_impl.h" nogil:
                                  const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
                                  os_idx n0, os_idx n1)
 
+cdef extern from "_bf16amx_impl.h" nogil:
+    int OS_AMX_STEP
+    int OS_AMX_BLOCK
+    int os_amx_request()
+    void os_amx_pack_x(const unsigned short *x, os_idx ldx, os_idx M, os_idx K, unsigned short *xt,
+                       os_idx mb0, os_idx mb1)
+    void os_gemm_bf16amx(const unsigned short *xt, const unsigned short *w, const float *bias, float *y,
+                         os_idx M, os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1)
+    void os_gemm_bf16amx_portable(const unsigned short *x, os_idx ldx, const unsigned short *w,
+                                  const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
+                                  os_idx n0, os_idx n1)
+
 VARIANT = OS_VARIANT.decode()
 # gemm_bf16dp runs AVX512_BF16's VDPBF16PS (else the portable definition of its arithmetic)
 BF16DP_NATIVE = bool(OS_BF16DP_NATIVE)
+# gemm_bf16amx runs AMX tiles where this build has them and the OS grants this
+# process the tile state (asked once, here), else the portable definition
+AMX_NATIVE = bool(os_amx_request())
 GEMM_TILE = (OS_GM_MR, OS_GM_NR)
 LANES = OS_LANES
 OPENMP = bool(OS_OPENMP)
@@ -371,6 +386,22 @@ def gemm_bf16w(const float[:, ::1] x,             # IN  (M, K)
         free(buf)
 
 
+cdef int _bf16_rows(const float[:, ::1] x, unsigned short *xp, os_idx ldx, int n_threads) noexcept nogil:
+    """x's bfloat16 bits into rows of ldx values, zeros from K on; 1 if some value of x is not a bfloat16 value."""
+    cdef os_idx M = x.shape[0], K = x.shape[1], m, k
+    cdef const unsigned int *xb = <const unsigned int *>&x[0, 0]
+    cdef unsigned int bits
+    cdef int inexact = 0
+    for m in prange(M, schedule="static", num_threads=_threads_for(M, n_threads)):
+        for k in range(K):
+            bits = xb[m * K + k]
+            inexact |= (bits & 0xFFFF) != 0
+            xp[m * ldx + k] = <unsigned short>(bits >> 16)
+        for k in range(K, ldx):
+            xp[m * ldx + k] = 0
+    return inexact
+
+
 def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value
                 const unsigned short[:, ::1] w,  # IN  (N, K) bfloat16 bits
                 const float[::1] bias,           # IN  (N,) or None
@@ -388,26 +419,16 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
     portable definition even in a build with the instruction (tests compare the two).
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
-    cdef os_idx ldx = _round_up(K, OS_DP_STEP), t, m, k, n_mb, n_nb, m0, n0
-    cdef const unsigned int *xb = <const unsigned int *>&x[0, 0] if M > 0 and K > 0 else NULL
+    cdef os_idx ldx = _round_up(K, OS_DP_STEP), t, n_mb, n_nb, m0, n0
     cdef unsigned short *xp
     cdef const float *bp = &bias[0] if bias is not None else NULL
-    cdef unsigned int bits
-    cdef int inexact = 0
     if M == 0 or N == 0:
         return True
     xp = <unsigned short *>malloc(max(1, M * ldx) * sizeof(unsigned short))
     if xp == NULL:
         raise MemoryError()
     try:
-        for m in prange(M, nogil=True, schedule="static", num_threads=_threads_for(M, n_threads)):
-            for k in range(K):
-                bits = xb[m * K + k]
-                inexact |= (bits & 0xFFFF) != 0
-                xp[m * ldx + k] = <unsigned short>(bits >> 16)
-            for k in range(K, ldx):
-                xp[m * ldx + k] = 0
-        if inexact:
+        if _bf16_rows(x, xp, ldx, n_threads):
             return False
         mb, nb = _round_up(mb, 4), _round_up(nb, 3)
         n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
@@ -423,6 +444,76 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
                                n0, min(N, n0 + nb))
     finally:
         free(xp)
+    return True
+
+
+cdef enum:
+    # AMX tasks: 32 w rows (two tiles) by up to 128 x rows (eight tiles' worth)
+    AMX_BAND = 32
+    AMX_GROUP = 8
+
+
+def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value, K % 32 == 0
+                 const unsigned short[:, ::1] w,  # IN  (N, K) bfloat16 bits
+                 const float[::1] bias,           # IN  (N,) or None
+                 float[:, ::1] y,                 # OUT (M, N)
+                 int n_threads,
+                 bint portable=False):
+    """y = x @ w.T + bias in AMX's arithmetic (_bf16amx_impl.h), x and w bfloat16 values.
+
+    Runs the tiles where AMX_NATIVE, else (and with ``portable``) the portable
+    definition; both give the same bits. K must be a multiple of 32. Returns
+    False, leaving y untouched, when some value of x is not a bfloat16 value.
+    """
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, n_mg, n_bands, t, n0, n1, full, mg
+    cdef os_idx tail = N - N % OS_AMX_BLOCK
+    cdef unsigned short *xp = NULL
+    cdef unsigned short *xt = NULL
+    cdef unsigned short *wt = NULL
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef bint tiles = AMX_NATIVE and not portable
+    if K % OS_AMX_STEP:
+        raise ValueError(f"gemm_bf16amx needs K to be a multiple of {OS_AMX_STEP}, got {K}")
+    if M == 0 or N == 0:
+        return True
+    try:
+        xp = <unsigned short *>malloc(max(1, M * K) * sizeof(unsigned short))
+        if xp == NULL:
+            raise MemoryError()
+        if _bf16_rows(x, xp, K, n_threads):
+            return False
+        n_bands = (N + AMX_BAND - 1) // AMX_BAND
+        if not tiles:
+            for t in prange(n_bands, nogil=True, schedule="dynamic", num_threads=_threads_for(n_bands, n_threads)):
+                os_gemm_bf16amx_portable(xp, K, &w[0, 0], bp, &y[0, 0], N, K, 0, M,
+                                         t * AMX_BAND, min(N, (t + 1) * AMX_BAND))
+            return True
+        xt = <unsigned short *>malloc(max(1, MB * K * OS_AMX_BLOCK) * sizeof(unsigned short))
+        # the last partial block of w rows, zero-padded to a whole tile
+        wt = <unsigned short *>calloc(OS_AMX_BLOCK * K, sizeof(unsigned short))
+        if xt == NULL or wt == NULL:
+            raise MemoryError()
+        if tail < N:
+            memcpy(wt, &w[tail, 0], (N - tail) * K * sizeof(unsigned short))
+        for t in prange(MB, nogil=True, schedule="static", num_threads=_threads_for(MB, n_threads)):
+            os_amx_pack_x(xp, K, M, K, xt, t, t + 1)
+        n_mg = (MB + AMX_GROUP - 1) // AMX_GROUP
+        # consecutive tasks share a band of w (it stays in cache across the x groups)
+        for t in prange(n_bands * n_mg, nogil=True, schedule="dynamic",
+                        num_threads=_threads_for(n_bands * n_mg, n_threads)):
+            mg = (t % n_mg) * AMX_GROUP
+            n0 = (t // n_mg) * AMX_BAND
+            n1 = min(N, n0 + AMX_BAND)
+            full = min(n1, tail)
+            if full > n0:
+                os_gemm_bf16amx(xt, &w[n0, 0], bp, &y[0, 0], M, N, K, mg, min(MB, mg + AMX_GROUP), n0, full)
+            if n1 > full:
+                os_gemm_bf16amx(xt, wt, bp, &y[0, 0], M, N, K, mg, min(MB, mg + AMX_GROUP), full, n1)
+    finally:
+        free(xp)
+        free(xt)
+        free(wt)
     return True
 
 

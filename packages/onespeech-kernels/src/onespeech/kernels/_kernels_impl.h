@@ -20,7 +20,9 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define OS_LANES 16
-#if defined(__AVX512BF16__)
+#if defined(__AMX_BF16__)
+#define OS_VARIANT "amx" /* avx512bf16 plus AMX tiles for the bf16 GEMM (_bf16amx_impl.h) */
+#elif defined(__AVX512BF16__)
 #define OS_VARIANT "avx512bf16" /* avx512 plus VDPBF16PS for the bf16 GEMM (_bf16dp_impl.h) */
 #else
 #define OS_VARIANT "avx512"

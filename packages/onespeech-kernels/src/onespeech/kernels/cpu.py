@@ -19,6 +19,8 @@ __all__ = ["ENV_VAR", "VARIANTS", "cpu_features", "load_variant", "select_varian
 ENV_VAR = "ONESPEECH_KERNELS"
 # best first; each needs every listed feature (numpy's names)
 VARIANTS: dict[str, tuple[str, ...]] = {
+    # avx512bf16 plus AMX tiles, which only the bf16 x bf16 GEMM (`gemm_bf16amx`) uses
+    "amx": ("AMX_BF16", "AMX_TILE", "AVX512BF16", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
     # avx512 plus VDPBF16PS, which only the bf16 x bf16 GEMM (`gemm_bf16dp`) uses
     "avx512bf16": ("AVX512BF16", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
     "avx512": ("AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
@@ -27,26 +29,33 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 _CPUINFO_NAMES = {"avx512f": "AVX512F", "avx512bw": "AVX512BW", "avx512vl": "AVX512VL", "avx2": "AVX2",
                   "fma": "FMA3", "f16c": "F16C", "avx512_bf16": "AVX512BF16"}
+# numpy's table has no AMX; Linux lists it (and the tiles' OS state is asked for by the amx build itself)
+_AMX_NAMES = {"amx_bf16": "AMX_BF16", "amx_tile": "AMX_TILE"}
+
+
+def _cpuinfo_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
 
 
 @cache
 def cpu_features() -> frozenset[str]:
-    """Names (numpy's spelling, e.g. "AVX2") of the features this CPU and OS support."""
+    """Names (numpy's spelling, e.g. "AVX2"; "AMX_BF16" from Linux) of the features this CPU and OS support."""
+    flags = _cpuinfo_flags()
+    amx = {v for k, v in _AMX_NAMES.items() if k in flags}
     for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
         try:
             table = importlib.import_module(module).__cpu_features__
         except (ImportError, AttributeError):
             continue
-        return frozenset(name for name, on in table.items() if on)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return frozenset(v for k, v in _CPUINFO_NAMES.items() if k in flags)
-    except OSError:
-        pass
-    return frozenset()
+        return frozenset(name for name, on in table.items() if on) | amx
+    return frozenset(v for k, v in _CPUINFO_NAMES.items() if k in flags) | amx
 
 
 def supported_variants() -> list[str]:
@@ -93,6 +102,7 @@ def select_variant() -> ModuleType | None:
             supported = [forced]
     for name in supported:
         module = load_variant(name)
-        if module is not None:
+        # the amx build is chosen only where the OS granted it the tiles (its GEMM would not use them)
+        if module is not None and (name != "amx" or module.AMX_NATIVE):
             return module
     return None

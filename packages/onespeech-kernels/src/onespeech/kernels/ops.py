@@ -339,19 +339,23 @@ def _f32(a: np.ndarray) -> np.ndarray:
 
 
 def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
-    """x2 @ w.T by VDPBF16PS (`gemm_bf16dp`) where this CPU has it and x2 holds bfloat16 values, else None.
+    """x2 @ w.T by bf16 dot products where this CPU has them and x2 holds bfloat16 values, else None.
 
-    BF16 precision rounds activations to bfloat16 at operator boundaries, so
-    x2 is usually such; then every product is exact, as in the float32 paths,
-    and only the summation order differs.
+    AMX tiles (`gemm_bf16amx`) where the OS grants them and K is a multiple of
+    32, else VDPBF16PS (`gemm_bf16dp`). BF16 precision rounds activations to
+    bfloat16 at operator boundaries, so x2 is usually such; then every product
+    is exact, as in the float32 paths, and only the summation order differs.
     """
-    if not getattr(_kernels, "BF16DP_NATIVE", False):
+    amx = getattr(_kernels, "AMX_NATIVE", False) and w.shape[1] % 32 == 0
+    if not amx and not getattr(_kernels, "BF16DP_NATIVE", False):
         return None
     y = np.empty((x2.shape[0], w.shape[0]), np.float32)
     nt = get_threads()
-    if not _kernels.gemm_bf16dp(x2, w, bias, y, *_gemm_tasks(*y.shape, 2 * w.shape[1], nt), nt):
-        return None
-    return y
+    if amx:
+        done = _kernels.gemm_bf16amx(x2, w, bias, y, nt)
+    else:
+        done = _kernels.gemm_bf16dp(x2, w, bias, y, *_gemm_tasks(*y.shape, 2 * w.shape[1], nt), nt)
+    return y if done else None
 
 
 def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, blas: bool) -> np.ndarray:

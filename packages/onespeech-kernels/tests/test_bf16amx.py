@@ -1,0 +1,172 @@
+"""The bfloat16 x bfloat16 GEMM in AMX's arithmetic (`gemm_bf16amx`, _bf16amx_impl.h).
+
+Every built variant's portable kernel is compared bit for bit with an
+independent model of TDPBF16PS written here in numpy (per 32-value step: an
+even chain and an odd chain from +0 over the step's 16 pairs, their sum added
+to the accumulator; each operation rounded to float32, denormal inputs read as
+zero, denormal results flushed). The amx build runs the tiles themselves where
+the CPU has AMX-BF16 and the OS grants the tile state, and must give the same
+bits as the portable kernel; those tests skip elsewhere, naming why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from f32bounds import assert_within, linear_bound
+from test_bf16dp import bf16_values, flush, fma_f32, same_bits
+
+from onespeech.kernels import cpu, ops
+
+VARIANTS = [v for v in cpu.supported_variants() if cpu.load_variant(v) is not None]
+pytestmark = pytest.mark.skipif(not VARIANTS, reason="compiled kernels are not built")
+TILES = [v for v in VARIANTS if cpu.load_variant(v).AMX_NATIVE]
+RNG = np.random.default_rng(0)  # reseeded for each test by conftest._per_test_seed
+
+
+def tiles_missing() -> str:
+    if "AMX_BF16" not in cpu.cpu_features():
+        return "this CPU has no AMX-BF16 (TDPBF16PS): only the portable kernel runs here"
+    if "amx" not in VARIANTS:
+        return "the amx variant was not built (the compiler lacks -mamx-bf16)"
+    return "the OS did not grant this process the AMX tile state"
+
+
+def model(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """TDPBF16PS over 32-value steps: two chains per step, their sum into the accumulator, then the bias."""
+    xs, ws = flush(x.astype(np.float64)), flush(w.astype(np.float64))
+
+    def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return fma_f32(a, b, np.ones_like(b))
+
+    acc = np.zeros((x.shape[0], w.shape[0]))
+    for k0 in range(0, x.shape[1], 32):
+        even = np.zeros_like(acc)
+        odd = np.zeros_like(acc)
+        for k in range(k0, k0 + 32, 2):
+            even = fma_f32(even, xs[:, None, k], ws[None, :, k])
+            odd = fma_f32(odd, xs[:, None, k + 1], ws[None, :, k + 1])
+        acc = add(acc, add(even, odd))
+    if bias is not None:
+        acc = add(acc, flush(bias.astype(np.float64))[None, :])
+    return acc.astype(np.float32)
+
+
+def gemm(variant: str, x, w16, bias=None, *, threads: int = 2, portable: bool = False):
+    y = np.full((x.shape[0], w16.shape[0]), np.nan, np.float32)
+    assert cpu.load_variant(variant).gemm_bf16amx(x, w16, bias, y, threads, portable)
+    return y
+
+
+SHAPES = [(1, 1, 32), (2, 3, 64), (5, 17, 32), (17, 33, 96), (3, 11, 128)]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_portable_kernel_is_the_tile_model(variant: str, m: int, n: int, k: int, with_bias: bool) -> None:
+    x, w = bf16_values(m, k), bf16_values(n, k, scale=0.1)
+    bias = RNG.standard_normal(n).astype(np.float32) if with_bias else None
+    want = model(x, w, bias)
+    w16 = ops.f32_to_bf16(w)
+    assert same_bits(gemm(variant, x, w16, bias, portable=True), want)
+    assert same_bits(gemm(variant, x, w16, bias), want)  # the build's own kernel (tiles where granted)
+    exact = x.astype(np.float64) @ w.astype(np.float64).T + (0 if bias is None else bias)
+    assert_within(want, exact, linear_bound(x, w, bias))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_denormals_are_read_as_zero_and_flushed(variant: str) -> None:
+    m, n, k = 3, 4, 64
+    x, w = bf16_values(m, k), bf16_values(n, k)
+    x[0, :5] = np.float32(2.0**-130)  # bf16 denormal inputs: read as zero
+    x[1] = bf16_values(k) * np.float32(2.0**-70)  # products near 2**-140: below the normal range
+    w[2, ::3] = np.float32(-(2.0**-127))
+    x[2, 1::2] = np.float32(-0.0)
+    w[3] = bf16_values(k) * np.float32(2.0**-60)  # with x[1]: sums that round to denormals and flush
+    want = model(x, w, None)
+    assert (want[1] == 0).any(), "the case must reach the flush"
+    w16 = ops.f32_to_bf16(w)
+    for portable in (True, False):
+        assert same_bits(gemm(variant, x, w16, portable=portable), want)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_k_must_be_whole_steps_and_x_bf16_values(variant: str) -> None:
+    kernels = cpu.load_variant(variant)
+    x, w16 = bf16_values(3, 64), ops.f32_to_bf16(bf16_values(5, 64))
+    y = np.full((3, 5), 7.0, np.float32)
+    with pytest.raises(ValueError, match="multiple of 32, got 40"):
+        kernels.gemm_bf16amx(x[:, :40].copy(), w16[:, :40].copy(), None, y, 2, False)
+    x[2, 17] = np.nextafter(x[2, 17], np.float32(np.inf))  # low bits set: not a bfloat16 value
+    assert kernels.gemm_bf16amx(x, w16, None, y, 2, False) is False
+    assert (y == 7.0).all()
+    assert kernels.gemm_bf16amx(x[:0], w16, None, np.empty((0, 5), np.float32), 2, False) is True
+
+
+@pytest.mark.skipif(not TILES, reason=tiles_missing())
+@pytest.mark.parametrize("m,n,k", [(130, 96, 896), (7, 5, 3584), (13, 10, 4320), (33, 17, 64), (300, 50, 1024),
+                                   (16, 16, 32), (129, 897, 128)])
+def test_tiles_equal_the_portable_kernel_bit_for_bit(m: int, n: int, k: int) -> None:
+    variant = TILES[0]
+    x, w = bf16_values(m, k, scale=3.0), bf16_values(n, k, scale=0.05)
+    x[0, :7] = np.float32(2.0**-130)
+    x[-1] *= np.float32(2.0**-70)
+    w16 = ops.f32_to_bf16(w)
+    bias = RNG.standard_normal(n).astype(np.float32)
+    tiles = gemm(variant, x, w16, bias)
+    assert same_bits(tiles, gemm(variant, x, w16, bias, portable=True))
+    assert same_bits(tiles, gemm("generic", x, w16, bias))
+    assert same_bits(tiles, gemm(variant, x, w16, bias, threads=1))
+
+
+def test_ops_linear_takes_the_tiles_where_they_run(monkeypatch) -> None:
+    """bf16 weights, many rows: the tiles where granted and K is whole steps, else VDPBF16PS, else float32."""
+    calls: list[str] = []
+    real = ops._kernels
+
+    class Spy:
+        AMX_NATIVE = True
+        BF16DP_NATIVE = True
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def gemm_bf16amx(self, *args):
+            calls.append("amx")
+            return real.gemm_bf16amx(*args)
+
+        def gemm_bf16dp(self, *args):
+            calls.append("dp")
+            return real.gemm_bf16dp(*args)
+
+    monkeypatch.setattr(ops, "_kernels", Spy())
+    x, w16 = bf16_values(40, 64), ops.f32_to_bf16(bf16_values(50, 64))
+    y = ops.linear(x, w16)
+    assert calls == ["amx"] and same_bits(y, model(x, ops.bf16_to_f32(w16), None))
+    calls.clear()
+    ops.linear(x[:, :48].copy(), w16[:, :48].copy())  # K = 48: not whole tile steps
+    assert calls == ["dp"]
+    calls.clear()
+    x_f32 = x + np.float32(1e-3)  # not bf16 values: the float32 path
+    y32 = ops.linear(x_f32, w16)
+    w64 = ops.bf16_to_f32(w16).astype(np.float64)
+    assert calls == ["amx"]
+    assert_within(y32, x_f32.astype(np.float64) @ w64.T, linear_bound(x_f32, w64))
+    monkeypatch.setattr(Spy, "AMX_NATIVE", False)
+    monkeypatch.setattr(Spy, "BF16DP_NATIVE", False)
+    calls.clear()
+    ops.linear(x, w16)
+    assert not calls
+
+
+def test_amx_build_is_chosen_only_where_the_tiles_are_granted(monkeypatch) -> None:
+    class Build:
+        def __init__(self, name: str, granted: bool) -> None:
+            self.VARIANT, self.AMX_NATIVE = name, granted
+
+    monkeypatch.delenv(cpu.ENV_VAR, raising=False)
+    monkeypatch.setattr(cpu, "supported_variants", lambda: ["amx", "avx512bf16", "generic"])
+    for granted, chosen in ((True, "amx"), (False, "avx512bf16")):
+        monkeypatch.setattr(cpu, "load_variant", lambda name, g=granted: Build(name, g and name == "amx"))
+        assert cpu.select_variant().VARIANT == chosen
