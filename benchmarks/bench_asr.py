@@ -15,7 +15,7 @@ the ratio ours / reference:
   in a run of N+1 forced tokens, from the first logits (after prefill) to the last,
   over N: ours stamps each output-head call, the reference each call of a logits
   processor (once per forward, before the token is chosen), so both time the same
-  steps. (Until 2026-12-02 this was the N+1-token run minus the 1-token run; both
+  steps. (Earlier versions took the N+1-token run minus the 1-token run; both
   repeat encoder and prefill, whose run-to-run spread, ~0.5 s at 30 s, then
   landed in the per-token figure.) Peak RSS.
 

@@ -13,8 +13,9 @@ and our unpacked kernel (`gemm_f32`, with ops.linear's task plan) alternate;
 the table prints GFLOP/s of the medians, the ratio ours / numpy, the fraction
 of the machine's FMA peak (--peak-gflops per core) and the path ops.linear
 takes at that shape; then BF16 precision's product at that shape (`ops.linear`
-of bf16-rounded activations by bf16 weights: VDPBF16PS where the CPU has it,
-else the float32 path on exactly widened weights) and its ratio to numpy.
+of bf16-rounded activations by bf16 weights: AMX tiles where the OS grants
+them, else VDPBF16PS where the CPU has it, else the float32 path on exactly
+widened weights) and its ratio to numpy.
 
     python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
 """
@@ -146,7 +147,7 @@ def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[floa
     # BF16 precision's operands: activations rounded to bf16, weights as bf16 bits
     xb, wb = ops.round_bf16(x), ops.f32_to_bf16(w)
     # the kernel itself, whichever path ops.linear takes at this shape; bf16: the
-    # path ops.linear takes for many rows (VDPBF16PS where the CPU has it)
+    # path ops.linear takes for many rows (AMX tiles or VDPBF16PS where they run)
     impls = {"numpy": lambda: x @ w.T,
              "ours": lambda: ops._kernels.gemm_f32(x, w, None, y, *ops._gemm_plan(m, n, k, nt), nt),
              "ours bf16": lambda: ops.linear(xb, wb)}

@@ -11,6 +11,8 @@ bits as the portable kernel; those tests skip elsewhere, naming why.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from f32bounds import assert_within, linear_bound
@@ -54,7 +56,9 @@ def model(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 
 def gemm(variant: str, x, w16, bias=None, *, threads: int = 2, portable: bool = False):
     y = np.full((x.shape[0], w16.shape[0]), np.nan, np.float32)
-    assert cpu.load_variant(variant).gemm_bf16amx(x, w16, bias, y, threads, portable)
+    kernels = cpu.load_variant(variant)
+    scratch = np.empty(kernels.amx_scratch_size(*x.shape, threads), np.uint16)
+    assert kernels.gemm_bf16amx(x, w16, bias, y, scratch, threads, portable)
     return y
 
 
@@ -92,16 +96,36 @@ def test_denormals_are_read_as_zero_and_flushed(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_k_must_be_whole_steps_and_x_bf16_values(variant: str) -> None:
+def test_k_scratch_and_x_are_checked(variant: str) -> None:
     kernels = cpu.load_variant(variant)
     x, w16 = bf16_values(3, 64), ops.f32_to_bf16(bf16_values(5, 64))
     y = np.full((3, 5), 7.0, np.float32)
+    scratch = np.empty(kernels.amx_scratch_size(3, 64, 2), np.uint16)
+    assert scratch.size == 16 * 64 + 2 * 32 * 64  # whole blocks of 16 x rows, a band of 32 w rows per thread
     with pytest.raises(ValueError, match="multiple of 32, got 40"):
-        kernels.gemm_bf16amx(x[:, :40].copy(), w16[:, :40].copy(), None, y, 2, False)
-    x[2, 17] = np.nextafter(x[2, 17], np.float32(np.inf))  # low bits set: not a bfloat16 value
-    assert kernels.gemm_bf16amx(x, w16, None, y, 2, False) is False
-    assert (y == 7.0).all()
-    assert kernels.gemm_bf16amx(x[:0], w16, None, np.empty((0, 5), np.float32), 2, False) is True
+        kernels.gemm_bf16amx(x[:, :40].copy(), w16[:, :40].copy(), None, y, scratch, 2, False)
+    with pytest.raises(ValueError, match=r"scratch holds 5119 values; x of shape \(3, 64\) on 2 threads needs 5120"):
+        kernels.gemm_bf16amx(x, w16, None, y, scratch[:-1], 2, False)
+    for portable in (False, True):
+        bad = x.copy()
+        bad[2, 17] = np.nextafter(bad[2, 17], np.float32(np.inf))  # low bits set: not a bfloat16 value
+        assert kernels.gemm_bf16amx(bad, w16, None, y, scratch, 2, portable) is False
+        assert (y == 7.0).all()
+    assert kernels.gemm_bf16amx(x[:0], w16, None, np.empty((0, 5), np.float32), scratch, 2, False) is True
+
+
+def test_ops_keeps_one_scratch_per_thread() -> None:
+    if ops._kernels is None:
+        pytest.skip("compiled kernels are not built")
+    first = ops._amx_scratch(40, 64, 2)
+    assert ops._amx_scratch(20, 64, 2) is first  # smaller: the same buffer
+    bigger = ops._amx_scratch(400, 64, 2)
+    assert bigger.size >= ops._kernels.amx_scratch_size(400, 64, 2) and ops._amx_scratch(40, 64, 2) is bigger
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(ops._amx_scratch(40, 64, 2)))
+    thread.start()
+    thread.join()
+    assert seen[0] is not bigger  # another thread never shares it
 
 
 @pytest.mark.skipif(not TILES, reason=tiles_missing())

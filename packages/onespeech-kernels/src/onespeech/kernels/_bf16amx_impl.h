@@ -60,23 +60,29 @@ static void os_gemm_bf16amx_portable(const uint16_t *x, os_idx ldx, const uint16
     os_dp_leave(csr);
 }
 
-/* Pack rows [m0, m1) of x (M, ldx) bf16 into B tiles: tile (mb, kb) holds
- * 16 rows of K pairs, row p = for each of the 16 x rows mb*16 + c the pair
- * (k, k + 1) at k = kb*32 + 2p. Rows past M are zero. xt has KB = K / 32
- * tiles of 512 values per block of 16 rows. */
-static void os_amx_pack_x(const uint16_t *x, os_idx ldx, os_idx M, os_idx K, uint16_t *xt, os_idx mb0,
-                          os_idx mb1) {
+/* Pack x (M, K) float32 holding bfloat16 values into A tiles for x-row blocks
+ * [mb0, mb1): tile (mb, kb) holds x rows mb*16 .. mb*16 + 15 (zero past M),
+ * values kb*32 .. kb*32 + 31 of each, as bf16, 1 KiB contiguous. xt holds
+ * K / 32 tiles per block of 16 rows. Returns 1 if some value read is not a
+ * bfloat16 value (low 16 bits set). */
+static int os_amx_pack_x(const float *x, os_idx M, os_idx K, uint16_t *xt, os_idx mb0, os_idx mb1) {
     os_idx KB = K / OS_AMX_STEP;
-    const uint32_t *x32 = (const uint32_t *)x;
+    const uint32_t *xb = (const uint32_t *)x;
+    uint32_t low = 0;
     for (os_idx mb = mb0; mb < mb1; mb++)
-        for (os_idx kb = 0; kb < KB; kb++) {
-            uint32_t *t = (uint32_t *)(xt + (mb * KB + kb) * 512);
-            for (os_idx c = 0; c < OS_AMX_BLOCK; c++) {
-                os_idx m = mb * OS_AMX_BLOCK + c;
-                for (os_idx p = 0; p < OS_AMX_BLOCK; p++)
-                    t[p * OS_AMX_BLOCK + c] = m < M ? x32[(m * ldx) / 2 + kb * OS_AMX_BLOCK + p] : 0u;
+        for (os_idx r = 0; r < OS_AMX_BLOCK; r++) {
+            os_idx m = mb * OS_AMX_BLOCK + r;
+            for (os_idx kb = 0; kb < KB; kb++) {
+                uint16_t *t = xt + (mb * KB + kb) * 512 + r * OS_AMX_STEP;
+                const uint32_t *v = xb + m * K + kb * OS_AMX_STEP;
+                for (int j = 0; j < OS_AMX_STEP; j++) {
+                    uint32_t bits = m < M ? v[j] : 0u;
+                    low |= bits & 0xFFFFu;
+                    t[j] = (uint16_t)(bits >> 16);
+                }
             }
         }
+    return low != 0;
 }
 
 #if OS_AMX_NATIVE
@@ -107,88 +113,135 @@ static inline void os_amx_configure(void) {
     _tile_loadconfig(&cfg);
 }
 
-/* C tile (16 w rows from n) x (16 x rows from m) -> y, transposed, clipped to M and N */
-static inline void os_amx_store(const float *c, const float *bias, float *y, os_idx M, os_idx N, os_idx m,
-                                os_idx n) {
-    unsigned csr = os_dp_enter(); /* the bias add flushes as the portable code's does */
-    for (int r = 0; r < OS_AMX_BLOCK && n + r < N; r++) {
-        float b = bias ? bias[n + r] : 0.0f;
-        for (int i = 0; i < OS_AMX_BLOCK && m + i < M; i++)
-            y[(m + i) * N + n + r] = bias ? c[r * OS_AMX_BLOCK + i] + b : c[r * OS_AMX_BLOCK + i];
+/* C tile T (16 x rows from m) x (16 w rows from n), row-major: straight into
+ * y where the tile lies inside it, else through c and clipped; then the bias
+ * (the caller has set the MXCSR's DAZ / FTZ, so the adds flush as the
+ * portable code's do). A macro: the tile number must be an immediate. */
+/* out[i, j] += b[j] for a rows x cols corner of a tile (rows of out N apart) */
+static inline void os_amx_add_bias(float *out, os_idx N, const float *b, int rows, int cols) {
+    __mmask16 mask = (__mmask16)((1u << cols) - 1u);
+    __m512 bv = _mm512_maskz_loadu_ps(mask, b);
+    for (int i = 0; i < rows; i++) {
+        float *o = out + i * N;
+        _mm512_mask_storeu_ps(o, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, o), bv));
     }
-    os_dp_leave(csr);
 }
 
-/* (rm x 16 x rows) x (rn x 16 w rows) over all of K; tile numbers are
- * immediates, so each shape is its own instantiation */
+#define OS_AMX_STORE(T, c, bias, y, M, N, m, n)                                                            \
+    do {                                                                                                  \
+        int rows_ = (M) - (m) < OS_AMX_BLOCK ? (int)((M) - (m)) : OS_AMX_BLOCK;                          \
+        int cols_ = (N) - (n) < OS_AMX_BLOCK ? (int)((N) - (n)) : OS_AMX_BLOCK;                          \
+        float *out_ = (y) + (m) * (N) + (n);                                                              \
+        if (rows_ == OS_AMX_BLOCK && cols_ == OS_AMX_BLOCK) {                                            \
+            _tile_stored(T, out_, 4 * (N));                                                               \
+        } else {                                                                                          \
+            _tile_stored(T, (c), 64);                                                                     \
+            for (int i_ = 0; i_ < rows_; i_++)                                                            \
+                memcpy(out_ + i_ * (N), (c) + i_ * OS_AMX_BLOCK, cols_ * sizeof(float));                 \
+        }                                                                                                 \
+        if (bias) os_amx_add_bias(out_, (N), (bias) + (n), rows_, cols_);                                \
+    } while (0)
+
+/* (rm x 16 x rows) x (rn x 16 w rows) over all of K: x tiles (A) from xt,
+ * w tiles (B, pairs along K) from wp (os_amx_pack_w). Tile numbers are
+ * immediates, so each shape is its own instantiation. */
 static inline __attribute__((always_inline)) void
-os_amx_tile(const uint16_t *xt, os_idx KB, const uint16_t *w, os_idx K, const float *bias, float *y, os_idx M,
-            os_idx N, os_idx mb, os_idx n0, os_idx n, const int rm, const int rn) {
+os_amx_tile(const uint16_t *xt, const uint16_t *wp, os_idx KB, const float *bias, float *y, os_idx M, os_idx N,
+            os_idx mb, os_idx n, const int rm, const int rn) {
     const uint16_t *x0 = xt + mb * KB * 512, *x1 = x0 + KB * 512;
-    const uint16_t *w0 = w + n * K, *w1 = w0 + OS_AMX_BLOCK * K; /* w is row n0, n counts from it */
+    const uint16_t *w0 = wp, *w1 = wp + KB * 512;
     _tile_zero(0);
     if (rn > 1) _tile_zero(1);
     if (rm > 1) _tile_zero(2);
     if (rm > 1 && rn > 1) _tile_zero(3);
     for (os_idx kb = 0; kb < KB; kb++) {
-        _tile_loadd(4, w0 + kb * OS_AMX_STEP, 2 * K);
-        if (rn > 1) _tile_loadd(5, w1 + kb * OS_AMX_STEP, 2 * K);
-        _tile_loadd(6, x0 + kb * 512, 64);
-        if (rm > 1) _tile_loadd(7, x1 + kb * 512, 64);
+        _tile_loadd(4, x0 + kb * 512, 64);
+        if (rm > 1) _tile_loadd(5, x1 + kb * 512, 64);
+        _tile_loadd(6, w0 + kb * 512, 64);
+        if (rn > 1) _tile_loadd(7, w1 + kb * 512, 64);
         _tile_dpbf16ps(0, 4, 6);
-        if (rn > 1) _tile_dpbf16ps(1, 5, 6);
-        if (rm > 1) _tile_dpbf16ps(2, 4, 7);
+        if (rn > 1) _tile_dpbf16ps(1, 4, 7);
+        if (rm > 1) _tile_dpbf16ps(2, 5, 6);
         if (rm > 1 && rn > 1) _tile_dpbf16ps(3, 5, 7);
     }
     float c[OS_AMX_BLOCK * OS_AMX_BLOCK];
     os_idx m = mb * OS_AMX_BLOCK;
-    _tile_stored(0, c, 64);
-    os_amx_store(c, bias, y, M, N, m, n0 + n);
-    if (rn > 1) {
-        _tile_stored(1, c, 64);
-        os_amx_store(c, bias, y, M, N, m, n0 + n + OS_AMX_BLOCK);
-    }
-    if (rm > 1) {
-        _tile_stored(2, c, 64);
-        os_amx_store(c, bias, y, M, N, m + OS_AMX_BLOCK, n0 + n);
-    }
-    if (rm > 1 && rn > 1) {
-        _tile_stored(3, c, 64);
-        os_amx_store(c, bias, y, M, N, m + OS_AMX_BLOCK, n0 + n + OS_AMX_BLOCK);
-    }
+    OS_AMX_STORE(0, c, bias, y, M, N, m, n);
+    if (rn > 1) OS_AMX_STORE(1, c, bias, y, M, N, m, n + OS_AMX_BLOCK);
+    if (rm > 1) OS_AMX_STORE(2, c, bias, y, M, N, m + OS_AMX_BLOCK, n);
+    if (rm > 1 && rn > 1) OS_AMX_STORE(3, c, bias, y, M, N, m + OS_AMX_BLOCK, n + OS_AMX_BLOCK);
 }
 
 #define OS_AMX_TILE_FN(RM, RN)                                                                            \
-    static void os_amx_tile_##RM##x##RN(const uint16_t *xt, os_idx KB, const uint16_t *w, os_idx K,     \
-                                        const float *bias, float *y, os_idx M, os_idx N, os_idx mb,      \
-                                        os_idx n0, os_idx n) {                                            \
-        os_amx_tile(xt, KB, w, K, bias, y, M, N, mb, n0, n, RM, RN);                                     \
+    static void os_amx_tile_##RM##x##RN(const uint16_t *xt, const uint16_t *wp, os_idx KB, const float *bias, \
+                                        float *y, os_idx M, os_idx N, os_idx mb, os_idx n) {              \
+        os_amx_tile(xt, wp, KB, bias, y, M, N, mb, n, RM, RN);                                           \
     }
 OS_AMX_TILE_FN(1, 1) OS_AMX_TILE_FN(1, 2) OS_AMX_TILE_FN(2, 1) OS_AMX_TILE_FN(2, 2)
 
-/* Outputs of x-row blocks [mb0, mb1) (xt from os_amx_pack_x) and w rows
- * [n0, n1); w points at row n0 and must hold whole blocks of 16 rows from
- * there up to n1 (the caller pads a last partial block). */
-static void os_gemm_bf16amx(const uint16_t *xt, const uint16_t *w, const float *bias, float *y, os_idx M,
-                            os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1) {
-    os_idx KB = K / OS_AMX_STEP;
-    os_amx_configure();
-    for (os_idx n = 0; n < n1 - n0; n += 2 * OS_AMX_BLOCK) {
-        int rn = n1 - n0 - n > OS_AMX_BLOCK ? 2 : 1;
-        os_idx mb = mb0;
-        for (; mb + 2 <= mb1; mb += 2)
-            (rn == 2 ? os_amx_tile_2x2 : os_amx_tile_2x1)(xt, KB, w, K, bias, y, M, N, mb, n0, n);
-        if (mb < mb1) (rn == 2 ? os_amx_tile_1x2 : os_amx_tile_1x1)(xt, KB, w, K, bias, y, M, N, mb, n0, n);
+/* dst (16 x 16, contiguous) = the transpose of 16 rows of 16 values, `stride`
+ * apart, rows from `rows` on read as zero: four rounds of unpacks and lane
+ * shuffles instead of 256 scalar moves (the scalar copy took a quarter of a
+ * prefill product) */
+static inline void os_amx_transpose16(const uint32_t *src, os_idx stride, int rows, uint32_t *dst) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = i < rows ? _mm512_loadu_si512((const void *)(src + i * stride)) : _mm512_setzero_si512();
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
     }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        _mm512_storeu_si512((void *)(dst + i * 16), _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88));
+        _mm512_storeu_si512((void *)(dst + (i + 8) * 16), _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd));
+    }
+}
+
+/* Outputs of x-row blocks [mb0, mb1) (xt from os_amx_pack_x) and the band of
+ * w rows [n0, n1), at most 32 (w points at row n0). The band is first copied
+ * into wp (32 * K values) as B tiles: tile (j, kb) row p holds, for each of
+ * the 16 w rows n0 + 16j + f, the pair (k, k + 1) at k = kb*32 + 2p (zero rows
+ * past n1). Outputs are then tile rows of y, stored in place. */
+static void os_gemm_bf16amx(const uint16_t *xt, const uint16_t *w, const float *bias, float *y, os_idx M,
+                            os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1, uint16_t *wp) {
+    os_idx KB = K / OS_AMX_STEP, rows = n1 - n0;
+    const uint32_t *w32 = (const uint32_t *)w;
+    for (int j = 0; j < 2; j++) {
+        os_idx valid = rows - j * OS_AMX_BLOCK;
+        for (os_idx kb = 0; kb < KB; kb++)
+            os_amx_transpose16(w32 + (j * OS_AMX_BLOCK * K) / 2 + kb * OS_AMX_BLOCK, K / 2,
+                               valid < 0 ? 0 : (int)(valid < OS_AMX_BLOCK ? valid : OS_AMX_BLOCK),
+                               (uint32_t *)(wp + (j * KB + kb) * 512));
+    }
+    int rn = rows > OS_AMX_BLOCK ? 2 : 1;
+    unsigned csr = os_dp_enter();
+    os_amx_configure();
+    os_idx mb = mb0;
+    for (; mb + 2 <= mb1; mb += 2)
+        (rn == 2 ? os_amx_tile_2x2 : os_amx_tile_2x1)(xt, wp, KB, bias, y, M, N, mb, n0);
+    if (mb < mb1) (rn == 2 ? os_amx_tile_1x2 : os_amx_tile_1x1)(xt, wp, KB, bias, y, M, N, mb, n0);
     _tile_release();
+    os_dp_leave(csr);
 }
 #else
 static int os_amx_request(void) { return 0; }
 
 /* never called: os_amx_request() is 0 in this build, so callers take os_gemm_bf16amx_portable */
 static void os_gemm_bf16amx(const uint16_t *xt, const uint16_t *w, const float *bias, float *y, os_idx M,
-                            os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1) {
-    (void)xt, (void)w, (void)bias, (void)y, (void)M, (void)N, (void)K, (void)mb0, (void)mb1, (void)n0, (void)n1;
+                            os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1, uint16_t *wp) {
+    (void)xt, (void)w, (void)bias, (void)y, (void)M, (void)N, (void)K, (void)mb0, (void)mb1, (void)n0, (void)n1,
+        (void)wp;
 }
 #endif
 

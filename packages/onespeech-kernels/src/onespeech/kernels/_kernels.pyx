@@ -73,10 +73,10 @@ cdef extern from "_bf16amx_impl.h" nogil:
     int OS_AMX_STEP
     int OS_AMX_BLOCK
     int os_amx_request()
-    void os_amx_pack_x(const unsigned short *x, os_idx ldx, os_idx M, os_idx K, unsigned short *xt,
-                       os_idx mb0, os_idx mb1)
+    int os_amx_pack_x(const float *x, os_idx M, os_idx K, unsigned short *xt, os_idx mb0, os_idx mb1)
     void os_gemm_bf16amx(const unsigned short *xt, const unsigned short *w, const float *bias, float *y,
-                         os_idx M, os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1)
+                         os_idx M, os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1,
+                         unsigned short *wp)
     void os_gemm_bf16amx_portable(const unsigned short *x, os_idx ldx, const unsigned short *w,
                                   const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
                                   os_idx n0, os_idx n1)
@@ -448,15 +448,21 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
 
 
 cdef enum:
-    # AMX tasks: 32 w rows (two tiles) by up to 128 x rows (eight tiles' worth)
+    # AMX tasks: 32 w rows (two tiles) by up to 1024 x rows (64 tiles' worth)
     AMX_BAND = 32
-    AMX_GROUP = 8
+    AMX_GROUP = 64
+
+
+def amx_scratch_size(Py_ssize_t M, Py_ssize_t K, int n_threads):
+    """uint16 values of scratch `gemm_bf16amx` needs: x (M, K) in tiles, and a band of w per thread."""
+    return (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK * OS_AMX_BLOCK * K + max(1, n_threads) * AMX_BAND * K
 
 
 def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value, K % 32 == 0
                  const unsigned short[:, ::1] w,  # IN  (N, K) bfloat16 bits
                  const float[::1] bias,           # IN  (N,) or None
                  float[:, ::1] y,                 # OUT (M, N)
+                 unsigned short[::1] scratch,     # SCRATCH amx_scratch_size(M, K, n_threads) values
                  int n_threads,
                  bint portable=False):
     """y = x @ w.T + bias in AMX's arithmetic (_bf16amx_impl.h), x and w bfloat16 values.
@@ -464,56 +470,43 @@ def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bf
     Runs the tiles where AMX_NATIVE, else (and with ``portable``) the portable
     definition; both give the same bits. K must be a multiple of 32. Returns
     False, leaving y untouched, when some value of x is not a bfloat16 value.
+    The caller owns ``scratch`` so that it can keep it across calls: fresh
+    pages for every call cost more page faults than the products take.
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
-    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, n_mg, n_bands, t, n0, n1, full, mg
-    cdef os_idx tail = N - N % OS_AMX_BLOCK
+    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, n_mg, n_bands, t, n0, mg
+    cdef os_idx need = amx_scratch_size(M, K, n_threads), x_size = MB * OS_AMX_BLOCK * K
     cdef unsigned short *xp = NULL
-    cdef unsigned short *xt = NULL
-    cdef unsigned short *wt = NULL
     cdef const float *bp = &bias[0] if bias is not None else NULL
-    cdef bint tiles = AMX_NATIVE and not portable
+    cdef int inexact = 0
     if K % OS_AMX_STEP:
         raise ValueError(f"gemm_bf16amx needs K to be a multiple of {OS_AMX_STEP}, got {K}")
+    if scratch.shape[0] < need:
+        raise ValueError(f"scratch holds {scratch.shape[0]} values; x of shape ({M}, {K}) on {n_threads} "
+                         f"threads needs {need}")
     if M == 0 or N == 0:
         return True
-    try:
-        xp = <unsigned short *>malloc(max(1, M * K) * sizeof(unsigned short))
-        if xp == NULL:
-            raise MemoryError()
+    n_bands = (N + AMX_BAND - 1) // AMX_BAND
+    if portable or not AMX_NATIVE:
+        xp = &scratch[0]  # row-major bf16 rows for the definition
         if _bf16_rows(x, xp, K, n_threads):
             return False
-        n_bands = (N + AMX_BAND - 1) // AMX_BAND
-        if not tiles:
-            for t in prange(n_bands, nogil=True, schedule="dynamic", num_threads=_threads_for(n_bands, n_threads)):
-                os_gemm_bf16amx_portable(xp, K, &w[0, 0], bp, &y[0, 0], N, K, 0, M,
-                                         t * AMX_BAND, min(N, (t + 1) * AMX_BAND))
-            return True
-        xt = <unsigned short *>malloc(max(1, MB * K * OS_AMX_BLOCK) * sizeof(unsigned short))
-        # the last partial block of w rows, zero-padded to a whole tile
-        wt = <unsigned short *>calloc(OS_AMX_BLOCK * K, sizeof(unsigned short))
-        if xt == NULL or wt == NULL:
-            raise MemoryError()
-        if tail < N:
-            memcpy(wt, &w[tail, 0], (N - tail) * K * sizeof(unsigned short))
-        for t in prange(MB, nogil=True, schedule="static", num_threads=_threads_for(MB, n_threads)):
-            os_amx_pack_x(xp, K, M, K, xt, t, t + 1)
-        n_mg = (MB + AMX_GROUP - 1) // AMX_GROUP
-        # consecutive tasks share a band of w (it stays in cache across the x groups)
-        for t in prange(n_bands * n_mg, nogil=True, schedule="dynamic",
-                        num_threads=_threads_for(n_bands * n_mg, n_threads)):
-            mg = (t % n_mg) * AMX_GROUP
-            n0 = (t // n_mg) * AMX_BAND
-            n1 = min(N, n0 + AMX_BAND)
-            full = min(n1, tail)
-            if full > n0:
-                os_gemm_bf16amx(xt, &w[n0, 0], bp, &y[0, 0], M, N, K, mg, min(MB, mg + AMX_GROUP), n0, full)
-            if n1 > full:
-                os_gemm_bf16amx(xt, wt, bp, &y[0, 0], M, N, K, mg, min(MB, mg + AMX_GROUP), full, n1)
-    finally:
-        free(xp)
-        free(xt)
-        free(wt)
+        for t in prange(n_bands, nogil=True, schedule="dynamic", num_threads=_threads_for(n_bands, n_threads)):
+            os_gemm_bf16amx_portable(xp, K, &w[0, 0], bp, &y[0, 0], N, K, 0, M,
+                                     t * AMX_BAND, min(N, (t + 1) * AMX_BAND))
+        return True
+    for t in prange(MB, nogil=True, schedule="static", num_threads=_threads_for(MB, n_threads)):
+        inexact |= os_amx_pack_x(&x[0, 0], M, K, &scratch[0], t, t + 1)
+    if inexact:
+        return False
+    n_mg = (MB + AMX_GROUP - 1) // AMX_GROUP
+    # consecutive tasks share a band of w; each thread copies its band into its own tiles
+    for t in prange(n_bands * n_mg, nogil=True, schedule="dynamic",
+                    num_threads=_threads_for(n_bands * n_mg, n_threads)):
+        mg = (t % n_mg) * AMX_GROUP
+        n0 = (t // n_mg) * AMX_BAND
+        os_gemm_bf16amx(&scratch[0], &w[n0, 0], bp, &y[0, 0], M, N, K, mg, min(MB, mg + AMX_GROUP), n0,
+                        min(N, n0 + AMX_BAND), &scratch[x_size + threadid() * AMX_BAND * K])
     return True
 
 

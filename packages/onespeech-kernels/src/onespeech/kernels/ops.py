@@ -9,6 +9,7 @@ bfloat16 bit patterns. Outputs are new C-contiguous float32 arrays.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,8 @@ from .threads import get_threads
 _kernels: Any = _cpu.select_variant()  # a compiled module (no type stubs), or None
 
 # batches up to this many rows go through the compiled bf16 GEMV (weights read
-# once, activations reused from cache); larger ones run VDPBF16PS where the CPU
-# has it and x holds bf16 values (`_linear_bf16_dot`), else the float32 product
+# once, activations reused from cache); larger ones run AMX tiles or VDPBF16PS where
+# the CPU has them and x holds bf16 values (`_linear_bf16_dot`), else the float32 product
 # the same shape takes, on exactly widened weights (`_linear_bf16_blocked`)
 _BF16_GEMV_MAX_ROWS = 16
 # float32 weights: compiled GEMV for single-row (decode) products, else BLAS
@@ -30,7 +31,7 @@ _F32_GEMV_MAX_ROWS = 1
 # float32 products with more than one row run our unpacked GEMM (`gemm_f32`)
 # instead of BLAS up to this many rows and K <= _GEMM_KC: there the whole K
 # is one block (a 4-row x tile stays in L1, one reduction per output) and BLAS
-# pays most for packing w on every call. Measured (2 threads, 2026-12-01,
+# pays most for packing w on every call. Measured (2 threads, AVX2,
 # benchmarks/bench_kernels.py --only gemm, three runs, noisy machine): about
 # 1.03-1.15x of OpenBLAS at M 130-390 with K 896 / 1024; 0.89-1.03x at M 420,
 # 0.7-0.96x with K 3072-7680 or M 800-1600
@@ -338,21 +339,40 @@ def _f32(a: np.ndarray) -> np.ndarray:
     return _ref.bf16_to_f32(a) if a.dtype == np.uint16 else a
 
 
+# per-thread buffer for x in AMX tiles and each OpenMP thread's band of w, kept
+# across calls and grown as needed: a fresh multi-MiB buffer per call was mapped
+# anew each time, and its page faults (about 1 ms per 1.5 MiB here) cost more
+# than the tile products of the encoder's convolutions
+_scratch = threading.local()
+
+
+def _amx_scratch(m: int, k: int, threads: int) -> np.ndarray:
+    """This Python thread's scratch for `gemm_bf16amx` of x (m, k) on ``threads`` threads."""
+    n = _kernels.amx_scratch_size(m, k, threads)
+    buf = getattr(_scratch, "amx", None)
+    if buf is None or buf.size < n:
+        buf = _scratch.amx = np.empty(n, np.uint16)
+    return buf
+
+
 def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
     """x2 @ w.T by bf16 dot products where this CPU has them and x2 holds bfloat16 values, else None.
 
     AMX tiles (`gemm_bf16amx`) where the OS grants them and K is a multiple of
-    32, else VDPBF16PS (`gemm_bf16dp`). BF16 precision rounds activations to
-    bfloat16 at operator boundaries, so x2 is usually such; then every product
-    is exact, as in the float32 paths, and only the summation order differs.
+    32, else VDPBF16PS (`gemm_bf16dp`); never for K < 32, which both pad to 32
+    (the first convolution's K = 9 ran twice as long as the float32 product).
+    BF16 precision rounds activations to bfloat16 at operator boundaries, so x2
+    is usually such; then every product is exact, as in the float32 paths, and
+    only the summation order differs.
     """
-    amx = getattr(_kernels, "AMX_NATIVE", False) and w.shape[1] % 32 == 0
-    if not amx and not getattr(_kernels, "BF16DP_NATIVE", False):
+    k = w.shape[1]
+    amx = getattr(_kernels, "AMX_NATIVE", False) and k % 32 == 0
+    if k < 32 or not (amx or getattr(_kernels, "BF16DP_NATIVE", False)):
         return None
     y = np.empty((x2.shape[0], w.shape[0]), np.float32)
     nt = get_threads()
     if amx:
-        done = _kernels.gemm_bf16amx(x2, w, bias, y, nt)
+        done = _kernels.gemm_bf16amx(x2, w, bias, y, _amx_scratch(x2.shape[0], x2.shape[1], nt), nt)
     else:
         done = _kernels.gemm_bf16dp(x2, w, bias, y, *_gemm_tasks(*y.shape, 2 * w.shape[1], nt), nt)
     return y if done else None
