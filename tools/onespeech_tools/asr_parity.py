@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from onespeech_tools.near_ties import ReferenceSteps, Tie, Verdict, compare_greedy, forced_agreement
+from onespeech_tools.near_ties import ReferenceSteps, Tie, Verdict, compare_greedy, forced_outcomes
 
 if TYPE_CHECKING:
     from onespeech.qwen3.recognizer import ChunkRecognition, Qwen3Recognizer
@@ -82,12 +82,14 @@ class ForcedBf16:
     """A BF16 case teacher-forced with the FP32 reference's ids.
 
     ``agree`` maps "ours" and "reference" (the reference's BF16 run) to how many steps
-    agree with the FP32 reference and the near-ties among them.
+    agree with the FP32 reference and the near-ties among them; ``misses`` maps them to
+    the steps that disagree, each with the FP32 reference's top-2 margin there (logits).
     """
 
     result: ChunkRecognition
     agree: dict[str, tuple[int, tuple[Tie, ...]]]
     steps: int
+    misses: dict[str, list[tuple[int, float]]]
 
 
 def bf16_forced_agreement(recognizer: Qwen3Recognizer, case: Mapping[str, Any], bf16: Mapping[str, np.ndarray],
@@ -108,6 +110,10 @@ def bf16_forced_agreement(recognizer: Qwen3Recognizer, case: Mapping[str, Any], 
     pcm, mel = pcm_and_mel(bf16)
     result = recognizer.recognize(pcm, case["language"], steps, mel=mel, forced_ids=forced_ids)
     runs = {"ours": list(result.generation.ids), "reference": [int(t) for t in bf16["forced_argmax"]]}
-    agree = {label: forced_agreement(f"{case['name']} ({label}-BF16)", fp32_steps, choices, EOS_IDS)
-             for label, choices in runs.items()}  # fmt: skip
-    return ForcedBf16(result, agree, len(forced_ids))
+    outcomes = {label: forced_outcomes(f"{case['name']} ({label}-BF16)", fp32_steps, choices, EOS_IDS)
+                for label, choices in runs.items()}  # fmt: skip
+    agree = {label: (sum(not isinstance(o, str) for o in out), tuple(o for o in out if isinstance(o, Tie)))
+             for label, out in outcomes.items()}  # fmt: skip
+    misses = {label: [(step, fp32_steps.margin[step]) for step, o in enumerate(out) if isinstance(o, str)]
+              for label, out in outcomes.items()}  # fmt: skip
+    return ForcedBf16(result, agree, len(forced_ids), misses)

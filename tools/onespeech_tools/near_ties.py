@@ -196,24 +196,15 @@ def compare_classes(case: str, reference: ReferenceSteps, ours: Sequence[int]) -
     return Verdict(case, len(ours), tuple(ties), "; ".join(failures) or None)
 
 
-def forced_agreement(
+def forced_outcomes(
     case: str, reference: ReferenceSteps, choices: Sequence[int], end_ids: Collection[int] = ()
-) -> tuple[int, tuple[Tie, ...]]:
-    """How many teacher-forced choices agree with the reference under the rule, and the ties.
-
-    For runs that may disagree (BF16 against the FP32 reference): a step agrees when
-    its id is the reference's, or the runner-up at a near-tie (then it is also a tie).
-    """
+) -> list[Tie | str | None]:
+    """Per teacher-forced step: None (agrees), a Tie (the runner-up at a near-tie), or why it disagrees."""
     if len(choices) != len(reference.ids):
         raise ValueError(f"{case}: {len(choices)} choices for {len(reference.ids)} reference steps")
     ends = frozenset(int(i) for i in end_ids)
-    agree, ties = 0, []
-    for step, choice in enumerate(int(i) for i in choices):
-        outcome = _judge_step(case, step, choice, reference, lambda a, b: a == b or (a in ends and b in ends))
-        agree += not isinstance(outcome, str)
-        if isinstance(outcome, Tie):
-            ties.append(outcome)
-    return agree, tuple(ties)
+    return [_judge_step(case, step, choice, reference, lambda a, b: a == b or (a in ends and b in ends))
+            for step, choice in enumerate(int(i) for i in choices)]  # fmt: skip
 
 
 @dataclass

@@ -10,8 +10,10 @@ from onespeech_tools.near_ties import (
     STEPS_PER_TIE,
     ReferenceSteps,
     Suite,
+    Tie,
     compare_classes,
     compare_greedy,
+    forced_outcomes,
 )
 
 END = (151643, 151645)
@@ -117,3 +119,14 @@ def test_observation_arrays_are_read_by_prefix() -> None:
         ReferenceSteps.from_observation(arrays, "step")
     with pytest.raises(ValueError, match="one entry per step"):
         ReferenceSteps((1, 2), (3,), (0.1,), (1.0,))
+
+
+def test_forced_outcomes_agree_tie_or_say_why_per_step() -> None:
+    """Teacher-forced BF16 choices against FP32: each step agrees, is a tie, or is a miss with its margin."""
+    ref = reference([5, 6, 7, END[0]], [1, 2, 3, 4], [0.1, 1e-6, 0.02, 0.3])
+    out = forced_outcomes("c", ref, [5, 2, 9, END[1]], END)
+    assert out[0] is None and out[3] is None  # same id; two end ids agree
+    assert isinstance(out[1], Tie) and out[1].ours == 2  # the runner-up at a near-tie
+    assert isinstance(out[2], str) and "c step 2: ours 9, reference 7" in out[2] and "margin 2.00e-02" in out[2]
+    with pytest.raises(ValueError, match="3 choices for 4 reference steps"):
+        forced_outcomes("c", ref, [5, 6, 7], END)

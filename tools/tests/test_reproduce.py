@@ -80,6 +80,11 @@ def test_live_tiny_bf16(oracle_observations: Path, tmp_path: Path, capsys: pytes
     reference = int(forced.split("reference-BF16 ")[1].split("/")[0])
     assert ours > 0 and reference > 0, out
     assert code == (0 if ours >= reference else 1), out
+    # every step a run leaves the FP32 id at is listed with FP32's margin there
+    total = int(forced.split("/")[1].split(",")[0])
+    listed = out.split("FP32's top-2 margin there (logits):\n")[1].split("\npass")[0].split("\nFAIL")[0]
+    runs = [line.split()[3] for line in listed.splitlines() if line.startswith("  ")]
+    assert runs.count("ours") == total - ours and runs.count("reference") == total - reference, out
 
 
 def test_bf16_missing_observations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
