@@ -144,6 +144,21 @@ def test_tiles_equal_the_portable_kernel_bit_for_bit(m: int, n: int, k: int) -> 
     assert same_bits(tiles, gemm(variant, x, w16, bias, threads=1))
 
 
+@pytest.mark.skipif(not TILES, reason=tiles_missing())
+def test_the_manuals_single_chain_is_not_what_the_tiles_compute() -> None:
+    """Why the definition is two chains: Intel's pseudo-code (one chain over the pairs,
+    odd element first, as VDPBF16PS) disagrees with the tiles in about half the outputs."""
+    x, w = bf16_values(32, 128, scale=3.0), bf16_values(32, 128, scale=0.05)
+    tiles = gemm(TILES[0], x, ops.f32_to_bf16(w))
+    one_chain = np.zeros((32, 32))
+    xs, ws = x.astype(np.float64), w.astype(np.float64)
+    for k in range(0, 128, 2):
+        for j in (k + 1, k):
+            one_chain = fma_f32(one_chain, xs[:, None, j], ws[None, :, j])
+    assert same_bits(tiles, model(x, w, None))
+    assert (tiles != one_chain.astype(np.float32)).mean() > 0.3
+
+
 def test_ops_linear_takes_the_tiles_where_they_run(monkeypatch) -> None:
     """bf16 weights, many rows: the tiles where granted and K is whole steps, else VDPBF16PS, else float32."""
     calls: list[str] = []
