@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import pytest
 from f32bounds import assert_within, linear_bound
-from test_bf16dp import bf16_values, flush, fma_f32, same_bits
+from test_bf16dp import bf16_values, flush, flushing_inputs, fma_f32, same_bits
 
 from onespeech.kernels import cpu, ops
 
@@ -81,13 +81,7 @@ def test_portable_kernel_is_the_tile_model(variant: str, m: int, n: int, k: int,
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_denormals_are_read_as_zero_and_flushed(variant: str) -> None:
-    m, n, k = 3, 4, 64
-    x, w = bf16_values(m, k), bf16_values(n, k)
-    x[0, :5] = np.float32(2.0**-130)  # bf16 denormal inputs: read as zero
-    x[1] = bf16_values(k) * np.float32(2.0**-70)  # products near 2**-140: below the normal range
-    w[2, ::3] = np.float32(-(2.0**-127))
-    x[2, 1::2] = np.float32(-0.0)
-    w[3] = bf16_values(k) * np.float32(2.0**-60)  # with x[1]: sums that round to denormals and flush
+    x, w = flushing_inputs()
     want = model(x, w, None)
     assert (want[1] == 0).any(), "the case must reach the flush"
     w16 = ops.f32_to_bf16(w)

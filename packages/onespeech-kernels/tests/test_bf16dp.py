@@ -100,15 +100,20 @@ def test_portable_kernel_is_the_instruction_model(variant: str, m: int, n: int, 
     assert_within(want, exact, linear_bound(x, w, bias))
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_denormals_are_read_as_zero_and_flushed(variant: str) -> None:
-    m, n, k = 3, 4, 64
-    x, w = bf16_values(m, k), bf16_values(n, k)
+def flushing_inputs(k: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """x (3, k), w (4, k) bf16 values with denormal inputs, products below the normal range, -0."""
+    x, w = bf16_values(3, k), bf16_values(4, k)
     x[0, :5] = np.float32(2.0**-130)  # bf16 denormal inputs: read as zero
     x[1] = bf16_values(k) * np.float32(2.0**-70)  # products near 2**-140: below the normal range
     w[2, ::3] = np.float32(-(2.0**-127))
     x[2, 1::2] = np.float32(-0.0)
     w[3] = bf16_values(k) * np.float32(2.0**-60)  # with x[1]: sums that round to denormals and flush
+    return x, w
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_denormals_are_read_as_zero_and_flushed(variant: str) -> None:
+    x, w = flushing_inputs()
     want = model(x, w, None)
     assert (want[1] == 0).any(), "the case must reach the flush"
     w16 = ops.f32_to_bf16(w)
