@@ -203,3 +203,8 @@ def test_amx_build_is_chosen_only_where_the_tiles_are_granted(monkeypatch) -> No
     for granted, chosen in ((True, "amx"), (False, "avx512bf16")):
         monkeypatch.setattr(cpu, "load_variant", lambda name, g=granted: Build(name, g and name == "amx"))
         assert cpu.select_variant().VARIANT == chosen
+    monkeypatch.setenv(cpu.ENV_VAR, "amx")  # asked for, not granted: said, and the next variant runs
+    with pytest.warns(UserWarning, match="did not grant this process the AMX tile state"):
+        assert cpu.select_variant().VARIANT == "avx512bf16"
+    monkeypatch.setenv(cpu.ENV_VAR, "generic")
+    assert cpu.select_variant().VARIANT == "generic"

@@ -7,7 +7,7 @@
 # under `prange` without the GIL. Arguments are marked IN / OUT.
 
 from cython.parallel cimport prange, threadid
-from libc.stdlib cimport calloc, malloc, free
+from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
 cdef extern from "_kernels_impl.h" nogil:

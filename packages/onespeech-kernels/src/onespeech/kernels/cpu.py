@@ -98,11 +98,17 @@ def select_variant() -> ModuleType | None:
         elif forced not in supported:
             warnings.warn(f"{ENV_VAR}={forced!r} is not supported by this CPU; using the best supported one",
                           stacklevel=2)
-        else:
+        elif forced != "amx":  # amx heads the list already and falls back to the next (below)
             supported = [forced]
     for name in supported:
         module = load_variant(name)
+        if module is None:
+            continue
         # the amx build is chosen only where the OS granted it the tiles (its GEMM would not use them)
-        if module is not None and (name != "amx" or module.AMX_NATIVE):
-            return module
+        if name == "amx" and not module.AMX_NATIVE:
+            if forced == "amx":
+                warnings.warn(f"{ENV_VAR}=amx: the OS did not grant this process the AMX tile state; "
+                              "using the best other variant", stacklevel=2)
+            continue
+        return module
     return None

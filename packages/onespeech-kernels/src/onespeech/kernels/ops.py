@@ -341,7 +341,7 @@ def _f32(a: np.ndarray) -> np.ndarray:
 
 # per-thread buffer for x in AMX tiles and each OpenMP thread's band of w, kept
 # across calls and grown as needed: a fresh multi-MiB buffer per call was mapped
-# anew each time, and its page faults (about 1 ms per 1.5 MiB here) cost more
+# anew each time, and its page faults (about 1 ms per MiB here) cost more
 # than the tile products of the encoder's convolutions
 _scratch = threading.local()
 
