@@ -109,14 +109,12 @@ def test_k_scratch_and_x_are_checked(variant: str) -> None:
 
 
 def test_ops_keeps_one_scratch_per_thread() -> None:
-    if ops._kernels is None:
-        pytest.skip("compiled kernels are not built")
-    first = ops._amx_scratch(40, 64, 2)
-    assert ops._amx_scratch(20, 64, 2) is first  # smaller: the same buffer
-    bigger = ops._amx_scratch(400, 64, 2)
-    assert bigger.size >= ops._kernels.amx_scratch_size(400, 64, 2) and ops._amx_scratch(40, 64, 2) is bigger
+    first = ops._scratch_u16(1000)
+    assert ops._scratch_u16(500) is first  # smaller: the same buffer
+    bigger = ops._scratch_u16(5000)
+    assert bigger.size >= 5000 and ops._scratch_u16(1000) is bigger
     seen = []
-    thread = threading.Thread(target=lambda: seen.append(ops._amx_scratch(40, 64, 2)))
+    thread = threading.Thread(target=lambda: seen.append(ops._scratch_u16(1000)))
     thread.start()
     thread.join()
     assert seen[0] is not bigger  # another thread never shares it

@@ -73,7 +73,9 @@ def model(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 
 def gemm(variant: str, x, w16, bias=None, *, threads: int = 2, mb: int = 8, nb: int = 6, portable: bool = False):
     y = np.full((x.shape[0], w16.shape[0]), np.nan, np.float32)
-    ok = cpu.load_variant(variant).gemm_bf16dp(x, w16, bias, y, mb, nb, threads, portable)
+    kernels = cpu.load_variant(variant)
+    scratch = np.empty(kernels.bf16dp_scratch_size(*x.shape), np.uint16)
+    ok = kernels.gemm_bf16dp(x, w16, bias, y, scratch, mb, nb, threads, portable)
     assert ok
     return y
 
@@ -132,13 +134,18 @@ def test_split_and_threads_do_not_change_a_bit(variant: str) -> None:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_x_that_is_not_bf16_is_refused(variant: str) -> None:
+    kernels = cpu.load_variant(variant)
     x, w16 = bf16_values(3, 40), ops.f32_to_bf16(bf16_values(5, 40))
+    scratch = np.empty(kernels.bf16dp_scratch_size(3, 40), np.uint16)
+    assert scratch.size == 3 * 64  # rows padded to whole 32-value steps
+    with pytest.raises(ValueError, match=r"scratch holds 191 values; x of shape \(3, 40\) needs 192"):
+        kernels.gemm_bf16dp(x, w16, None, np.empty((3, 5), np.float32), scratch[:-1], 4, 3, 2, False)
     x[2, 17] = np.nextafter(x[2, 17], np.float32(np.inf))  # low bits set: not a bfloat16 value
     y = np.full((3, 5), 7.0, np.float32)
-    assert cpu.load_variant(variant).gemm_bf16dp(x, w16, None, y, 4, 3, 2, False) is False
+    assert kernels.gemm_bf16dp(x, w16, None, y, scratch, 4, 3, 2, False) is False
     assert (y == 7.0).all()
     empty = np.empty((0, 5), np.float32)
-    assert cpu.load_variant(variant).gemm_bf16dp(x[:0], w16, None, empty, 4, 3, 2, False) is True
+    assert kernels.gemm_bf16dp(x[:0], w16, None, empty, scratch, 4, 3, 2, False) is True
 
 
 @pytest.mark.skipif(not NATIVE, reason=native_missing())

@@ -402,48 +402,53 @@ cdef int _bf16_rows(const float[:, ::1] x, unsigned short *xp, os_idx ldx, int n
     return inexact
 
 
+def bf16dp_scratch_size(Py_ssize_t M, Py_ssize_t K):
+    """uint16 values of scratch `gemm_bf16dp` needs: x (M, K) as bf16 rows padded to whole 32-value steps."""
+    return max(1, M * _round_up(K, OS_DP_STEP))
+
+
 def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value
                 const unsigned short[:, ::1] w,  # IN  (N, K) bfloat16 bits
                 const float[::1] bias,           # IN  (N,) or None
                 float[:, ::1] y,                 # OUT (M, N)
+                unsigned short[::1] scratch,     # SCRATCH bf16dp_scratch_size(M, K) values
                 Py_ssize_t mb,                   # x rows per task
                 Py_ssize_t nb,                   # w rows per task
                 int n_threads,
                 bint portable=False):
     """y = x @ w.T + bias in VDPBF16PS's arithmetic (_bf16dp_impl.h), x and w bfloat16 values.
 
-    x is packed to bfloat16 bits first (rows zero-padded to whole 32-value
-    steps). Returns False, leaving y untouched, when some value of x is not a
-    bfloat16 value (its low 16 bits are not zero): the products would not be
-    exact and the caller must take a float32 path. ``portable`` runs the
+    x is packed to bfloat16 bits first, into ``scratch`` (rows zero-padded to
+    whole 32-value steps; the caller keeps it across calls, as for
+    `gemm_bf16amx`). Returns False, leaving y untouched, when some value of x
+    is not a bfloat16 value (its low 16 bits are not zero): the products would
+    not be exact and the caller must take a float32 path. ``portable`` runs the
     portable definition even in a build with the instruction (tests compare the two).
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
     cdef os_idx ldx = _round_up(K, OS_DP_STEP), t, n_mb, n_nb, m0, n0
     cdef unsigned short *xp
     cdef const float *bp = &bias[0] if bias is not None else NULL
+    if scratch.shape[0] < bf16dp_scratch_size(M, K):
+        raise ValueError(f"scratch holds {scratch.shape[0]} values; x of shape ({M}, {K}) needs "
+                         f"{bf16dp_scratch_size(M, K)}")
     if M == 0 or N == 0:
         return True
-    xp = <unsigned short *>malloc(max(1, M * ldx) * sizeof(unsigned short))
-    if xp == NULL:
-        raise MemoryError()
-    try:
-        if _bf16_rows(x, xp, ldx, n_threads):
-            return False
-        mb, nb = _round_up(mb, 4), _round_up(nb, 3)
-        n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
-        for t in prange(n_mb * n_nb, nogil=True, schedule="dynamic",
-                        num_threads=_threads_for(n_mb * n_nb, n_threads)):
-            m0 = (t % n_mb) * mb
-            n0 = (t // n_mb) * nb
-            if portable:
-                os_gemm_bf16dp_portable(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
-                                        n0, min(N, n0 + nb))
-            else:
-                os_gemm_bf16dp(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
-                               n0, min(N, n0 + nb))
-    finally:
-        free(xp)
+    xp = &scratch[0]
+    if _bf16_rows(x, xp, ldx, n_threads):
+        return False
+    mb, nb = _round_up(mb, 4), _round_up(nb, 3)
+    n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
+    for t in prange(n_mb * n_nb, nogil=True, schedule="dynamic",
+                    num_threads=_threads_for(n_mb * n_nb, n_threads)):
+        m0 = (t % n_mb) * mb
+        n0 = (t // n_mb) * nb
+        if portable:
+            os_gemm_bf16dp_portable(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
+                                    n0, min(N, n0 + nb))
+        else:
+            os_gemm_bf16dp(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
+                           n0, min(N, n0 + nb))
     return True
 
 

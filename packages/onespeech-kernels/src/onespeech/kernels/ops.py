@@ -339,19 +339,18 @@ def _f32(a: np.ndarray) -> np.ndarray:
     return _ref.bf16_to_f32(a) if a.dtype == np.uint16 else a
 
 
-# per-thread buffer for x in AMX tiles and each OpenMP thread's band of w, kept
-# across calls and grown as needed: a fresh multi-MiB buffer per call was mapped
-# anew each time, and its page faults (about 1 ms per MiB here) cost more
-# than the tile products of the encoder's convolutions
+# per-thread buffer for the bf16 dot-product kernels' packed x (and AMX's bands of
+# w), kept across calls and grown as needed: a fresh multi-MiB buffer per call was
+# mapped anew each time, and its page faults (about 1 ms per MiB here) cost more
+# than the products of the encoder's convolutions
 _scratch = threading.local()
 
 
-def _amx_scratch(m: int, k: int, threads: int) -> np.ndarray:
-    """This Python thread's scratch for `gemm_bf16amx` of x (m, k) on ``threads`` threads."""
-    n = _kernels.amx_scratch_size(m, k, threads)
-    buf = getattr(_scratch, "amx", None)
+def _scratch_u16(n: int) -> np.ndarray:
+    """This Python thread's uint16 scratch of at least ``n`` values."""
+    buf = getattr(_scratch, "u16", None)
     if buf is None or buf.size < n:
-        buf = _scratch.amx = np.empty(n, np.uint16)
+        buf = _scratch.u16 = np.empty(n, np.uint16)
     return buf
 
 
@@ -372,9 +371,11 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
     y = np.empty((x2.shape[0], w.shape[0]), np.float32)
     nt = get_threads()
     if amx:
-        done = _kernels.gemm_bf16amx(x2, w, bias, y, _amx_scratch(x2.shape[0], x2.shape[1], nt), nt)
+        scratch = _scratch_u16(_kernels.amx_scratch_size(x2.shape[0], k, nt))
+        done = _kernels.gemm_bf16amx(x2, w, bias, y, scratch, nt)
     else:
-        done = _kernels.gemm_bf16dp(x2, w, bias, y, *_gemm_tasks(*y.shape, 2 * w.shape[1], nt), nt)
+        scratch = _scratch_u16(_kernels.bf16dp_scratch_size(x2.shape[0], k))
+        done = _kernels.gemm_bf16dp(x2, w, bias, y, scratch, *_gemm_tasks(*y.shape, 2 * k, nt), nt)
     return y if done else None
 
 
