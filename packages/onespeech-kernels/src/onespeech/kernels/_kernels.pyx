@@ -70,6 +70,7 @@ cdef extern from "_bf16dp_impl.h" nogil:
                                  os_idx n0, os_idx n1)
 
 cdef extern from "_bf16amx_impl.h" nogil:
+    int OS_AMX_NATIVE
     int OS_AMX_STEP
     int OS_AMX_BLOCK
     int os_amx_request()
@@ -87,6 +88,9 @@ BF16DP_NATIVE = bool(OS_BF16DP_NATIVE)
 # gemm_bf16amx runs AMX tiles where this build has them and the OS grants this
 # process the tile state (asked once, here), else the portable definition
 AMX_NATIVE = bool(os_amx_request())
+# whether this process can run every instruction this build relies on (cpu.py
+# chooses a build only if so): the amx build only where the tile state was granted
+RUNNABLE = AMX_NATIVE or not OS_AMX_NATIVE
 GEMM_TILE = (OS_GM_MR, OS_GM_NR)
 LANES = OS_LANES
 OPENMP = bool(OS_OPENMP)

@@ -98,17 +98,18 @@ def select_variant() -> ModuleType | None:
         elif forced not in supported:
             warnings.warn(f"{ENV_VAR}={forced!r} is not supported by this CPU; using the best supported one",
                           stacklevel=2)
-        elif forced != "amx":  # amx heads the list already and falls back to the next (below)
-            supported = [forced]
+        else:
+            # the forced variant, then (if this process cannot run its build) the ones below it
+            supported = supported[supported.index(forced):]
     for name in supported:
         module = load_variant(name)
         if module is None:
+            if name == forced:
+                break  # a forced variant that was not built: no compiled kernels
             continue
-        # the amx build is chosen only where the OS granted it the tiles (its GEMM would not use them)
-        if name == "amx" and not module.AMX_NATIVE:
-            if forced == "amx":
-                warnings.warn(f"{ENV_VAR}=amx: the OS did not grant this process the AMX tile state; "
-                              "using the best other variant", stacklevel=2)
-            continue
-        return module
+        if module.RUNNABLE:
+            return module
+        if name == forced:
+            warnings.warn(f"{ENV_VAR}={forced}: this process cannot run that build here (for amx: the OS did not "
+                          "grant this process the AMX tile state); using the best other variant", stacklevel=2)
     return None
