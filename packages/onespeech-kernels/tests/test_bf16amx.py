@@ -95,10 +95,11 @@ def test_k_scratch_and_x_are_checked(variant: str) -> None:
     x, w16 = bf16_values(3, 64), ops.f32_to_bf16(bf16_values(5, 64))
     y = np.full((3, 5), 7.0, np.float32)
     scratch = np.empty(kernels.amx_scratch_size(3, 64, 2), np.uint16)
-    assert scratch.size == 16 * 64 + 2 * 32 * 64  # whole blocks of 16 x rows, a band of 32 w rows per thread
+    # whole blocks of 16 x rows, a band of 32 w rows per thread, room to start on a cache line
+    assert scratch.size == 16 * 64 + 2 * 32 * 64 + 32
     with pytest.raises(ValueError, match="multiple of 32, got 40"):
         kernels.gemm_bf16amx(x[:, :40].copy(), w16[:, :40].copy(), None, y, scratch, 2, False)
-    with pytest.raises(ValueError, match=r"scratch holds 5119 values; x of shape \(3, 64\) on 2 threads needs 5120"):
+    with pytest.raises(ValueError, match=r"scratch holds 5151 values; x of shape \(3, 64\) on 2 threads needs 5152"):
         kernels.gemm_bf16amx(x, w16, None, y, scratch[:-1], 2, False)
     for portable in (False, True):
         bad = x.copy()
@@ -134,6 +135,93 @@ def test_tiles_equal_the_portable_kernel_bit_for_bit(m: int, n: int, k: int) -> 
     assert same_bits(tiles, gemm(variant, x, w16, bias, portable=True))
     assert same_bits(tiles, gemm("generic", x, w16, bias))
     assert same_bits(tiles, gemm(variant, x, w16, bias, threads=1))
+
+
+def conv_input(n: int, h: int, w: int, c: int) -> np.ndarray:
+    x = bf16_values(n, h, w, c, scale=3.0)
+    x[0, 0, 0, :5] = np.float32(2.0**-130)  # denormal: read as zero
+    return x
+
+
+def conv(variant: str, x: np.ndarray, w16: np.ndarray, bias, *, threads: int = 2) -> np.ndarray:
+    n, h, w, c = x.shape
+    m = n * ((h + 1) // 2) * ((w + 1) // 2)
+    y = np.full((m, w16.shape[0]), np.nan, np.float32)
+    kernels = cpu.load_variant(variant)
+    scratch = np.empty(kernels.amx_scratch_size(m, 9 * c, threads), np.uint16)
+    assert kernels.conv3x3s2_bf16amx(x, w16, bias, y, scratch, threads)
+    return y
+
+
+@pytest.mark.skipif(not TILES, reason=tiles_missing())
+@pytest.mark.parametrize("n,h,w,c,co", [(2, 13, 10, 64, 40), (1, 7, 5, 32, 17), (3, 16, 9, 96, 33), (1, 2, 1, 32, 3)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convolution_reads_the_patches_im2col_would_form(n: int, h: int, w: int, c: int, co: int,
+                                                          threads: int) -> None:
+    """The patches are packed straight from the images: the same bits as the product of im2col's rows."""
+    x = conv_input(n, h, w, c)
+    w16 = ops.f32_to_bf16(bf16_values(co, 9 * c, scale=0.05))
+    bias = RNG.standard_normal(co).astype(np.float32)
+    cols = ops._ref.im2col_3x3s2(x)
+    got = conv(TILES[0], x, w16, bias, threads=threads)
+    assert same_bits(got, gemm("generic", cols, w16, bias))  # the portable definition
+    assert same_bits(got, gemm(TILES[0], cols, w16, bias))
+
+
+@pytest.mark.skipif(not TILES, reason=tiles_missing())
+def test_convolution_arguments_and_x_are_checked() -> None:
+    kernels = cpu.load_variant(TILES[0])
+    x, w16 = conv_input(1, 6, 6, 32), ops.f32_to_bf16(bf16_values(8, 9 * 32))
+    scratch = np.empty(kernels.amx_scratch_size(9, 9 * 32, 2), np.uint16)
+    y = np.full((9, 8), 7.0, np.float32)
+    with pytest.raises(ValueError, match="C a multiple of 32.*got C = 40"):
+        kernels.conv3x3s2_bf16amx(conv_input(1, 6, 6, 40), ops.f32_to_bf16(bf16_values(8, 360)), None, y,
+                                  scratch, 2)
+    with pytest.raises(ValueError, match=r"y of shape \(9, Co\).*y \(8, 8\)"):
+        kernels.conv3x3s2_bf16amx(x, w16, None, y[:8], scratch, 2)
+    with pytest.raises(ValueError, match="scratch holds"):
+        kernels.conv3x3s2_bf16amx(x, w16, None, y, scratch[:-1], 2)
+    x[0, 5, 5, 31] = np.nextafter(x[0, 5, 5, 31], np.float32(np.inf))  # not a bfloat16 value
+    assert kernels.conv3x3s2_bf16amx(x, w16, None, y, scratch, 2) is False
+    assert (y == 7.0).all()
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v not in TILES])
+def test_convolution_without_tiles_is_refused(variant: str) -> None:
+    kernels = cpu.load_variant(variant)
+    y = np.empty((9, 8), np.float32)
+    with pytest.raises(RuntimeError, match="AMX tiles only"):
+        kernels.conv3x3s2_bf16amx(conv_input(1, 6, 6, 32), ops.f32_to_bf16(bf16_values(8, 288)), None, y,
+                                  np.empty(1, np.uint16), 2)
+
+
+def test_ops_convolution_takes_the_tiles_where_they_run(monkeypatch) -> None:
+    """bf16 kernels, C whole tile steps, more rows than the product-by-rows kernel takes: the tiles."""
+    calls: list[str] = []
+    real = ops._kernels
+
+    class Spy:
+        AMX_NATIVE = bool(TILES)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def conv3x3s2_bf16amx(self, *args):
+            calls.append("conv")
+            return real.conv3x3s2_bf16amx(*args)
+
+    monkeypatch.setattr(ops, "_kernels", Spy())
+    x = conv_input(2, 12, 10, 32)
+    w16 = ops.f32_to_bf16(bf16_values(24, 9 * 32, scale=0.05))
+    bias16 = ops.f32_to_bf16(bf16_values(24))
+    y = ops.conv3x3s2(x, w16, bias16)
+    assert y.shape == (2, 6, 5, 24)
+    assert same_bits(y.reshape(60, 24), ops.linear(ops._ref.im2col_3x3s2(x), w16, bias16))
+    assert calls == (["conv"] if TILES else [])
+    calls.clear()
+    ops.conv3x3s2(conv_input(2, 12, 10, 40), ops.f32_to_bf16(bf16_values(24, 9 * 40)))  # C = 40: im2col rows
+    ops.conv3x3s2(conv_input(1, 4, 4, 32), w16)  # 4 output rows: the product-by-rows kernel
+    assert not calls
 
 
 @pytest.mark.skipif(not TILES, reason=tiles_missing())

@@ -60,6 +60,23 @@ static void os_gemm_bf16amx_portable(const uint16_t *x, os_idx ldx, const uint16
     os_dp_leave(csr);
 }
 
+/* One 32-value tile row from v (float32 holding bfloat16 values), or zeros
+ * where v is NULL. Returns the OR of the low 16 bits read (non-zero when some
+ * value is not a bfloat16 value). */
+static inline uint32_t os_amx_pack32(const float *v, uint16_t *t) {
+    uint32_t low = 0;
+    if (!v) {
+        memset(t, 0, OS_AMX_STEP * sizeof(uint16_t));
+        return 0;
+    }
+    const uint32_t *b = (const uint32_t *)v;
+    for (int j = 0; j < OS_AMX_STEP; j++) {
+        low |= b[j] & 0xFFFFu;
+        t[j] = (uint16_t)(b[j] >> 16);
+    }
+    return low;
+}
+
 /* Pack x (M, K) float32 holding bfloat16 values into first-operand tiles for x-row blocks
  * [mb0, mb1): tile (mb, kb) holds x rows mb*16 .. mb*16 + 15 (zero past M),
  * values kb*32 .. kb*32 + 31 of each, as bf16, 1 KiB contiguous. xt holds
@@ -67,19 +84,35 @@ static void os_gemm_bf16amx_portable(const uint16_t *x, os_idx ldx, const uint16
  * bfloat16 value (low 16 bits set). */
 static int os_amx_pack_x(const float *x, os_idx M, os_idx K, uint16_t *xt, os_idx mb0, os_idx mb1) {
     os_idx KB = K / OS_AMX_STEP;
-    const uint32_t *xb = (const uint32_t *)x;
     uint32_t low = 0;
     for (os_idx mb = mb0; mb < mb1; mb++)
         for (os_idx r = 0; r < OS_AMX_BLOCK; r++) {
             os_idx m = mb * OS_AMX_BLOCK + r;
-            for (os_idx kb = 0; kb < KB; kb++) {
-                uint16_t *t = xt + (mb * KB + kb) * 512 + r * OS_AMX_STEP;
-                const uint32_t *v = xb + m * K + kb * OS_AMX_STEP;
-                for (int j = 0; j < OS_AMX_STEP; j++) {
-                    uint32_t bits = m < M ? v[j] : 0u;
-                    low |= bits & 0xFFFFu;
-                    t[j] = (uint16_t)(bits >> 16);
-                }
+            for (os_idx kb = 0; kb < KB; kb++)
+                low |= os_amx_pack32(m < M ? x + m * K + kb * OS_AMX_STEP : NULL,
+                                     xt + (mb * KB + kb) * 512 + r * OS_AMX_STEP);
+        }
+    return low != 0;
+}
+
+/* os_amx_pack_x of the im2col rows of a 3x3, stride-2, pad-1 convolution over
+ * n channels-last images x[n][H][W][C] (os_im2col_3x3s2_row's rows, values
+ * (kh, kw, c)), read from the images without forming the rows. C must be a
+ * multiple of 32, so that every 32-value step lies within one tap. */
+static int os_amx_pack_conv_x(const float *x, os_idx n, os_idx H, os_idx W, os_idx C, uint16_t *xt, os_idx mb0,
+                              os_idx mb1) {
+    os_idx Ho = (H + 1) / 2, Wo = (W + 1) / 2, M = n * Ho * Wo, KB = 9 * C / OS_AMX_STEP, SB = C / OS_AMX_STEP;
+    uint32_t low = 0;
+    for (os_idx mb = mb0; mb < mb1; mb++)
+        for (os_idx r = 0; r < OS_AMX_BLOCK; r++) {
+            os_idx m = mb * OS_AMX_BLOCK + r, img = m / (Ho * Wo), i = m / Wo % Ho, j = m % Wo;
+            for (os_idx tap = 0; tap < 9; tap++) {
+                os_idx row = 2 * i + tap / 3 - 1, col = 2 * j + tap % 3 - 1;
+                const float *src =
+                    m < M && row >= 0 && row < H && col >= 0 && col < W ? x + ((img * H + row) * W + col) * C : NULL;
+                for (os_idx s = 0; s < SB; s++)
+                    low |= os_amx_pack32(src ? src + s * OS_AMX_STEP : NULL,
+                                         xt + (mb * KB + tap * SB + s) * 512 + r * OS_AMX_STEP);
             }
         }
     return low != 0;

@@ -75,6 +75,8 @@ cdef extern from "_bf16amx_impl.h" nogil:
     int OS_AMX_BLOCK
     int os_amx_request()
     int os_amx_pack_x(const float *x, os_idx M, os_idx K, unsigned short *xt, os_idx mb0, os_idx mb1)
+    int os_amx_pack_conv_x(const float *x, os_idx n, os_idx H, os_idx W, os_idx C, unsigned short *xt,
+                           os_idx mb0, os_idx mb1)
     void os_gemm_bf16amx(const unsigned short *xt, const unsigned short *w, const float *bias, float *y,
                          os_idx M, os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1,
                          unsigned short *wp)
@@ -406,9 +408,21 @@ cdef int _bf16_rows(const float[:, ::1] x, unsigned short *xp, os_idx ldx, int n
     return inexact
 
 
+cdef enum:
+    # scratch is used from its first 64-byte boundary: a tile row or vector
+    # read across two cache lines costs two (numpy's arrays start 16 bytes past
+    # one; the products ran 25-30 % slower at encoder and prefill shapes)
+    SCRATCH_SLACK = 32
+
+
+cdef inline unsigned short *_aligned64(unsigned short[::1] scratch) noexcept nogil:
+    cdef size_t address = <size_t>&scratch[0]
+    return &scratch[0] + ((64 - address % 64) % 64) // 2
+
+
 def bf16dp_scratch_size(Py_ssize_t M, Py_ssize_t K):
     """uint16 values of scratch `gemm_bf16dp` needs: x (M, K) as bf16 rows padded to whole 32-value steps."""
-    return max(1, M * _round_up(K, OS_DP_STEP))
+    return M * _round_up(K, OS_DP_STEP) + SCRATCH_SLACK
 
 
 def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value
@@ -438,7 +452,7 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
                          f"{bf16dp_scratch_size(M, K)}")
     if M == 0 or N == 0:
         return True
-    xp = &scratch[0]
+    xp = _aligned64(scratch)
     if _bf16_rows(x, xp, ldx, n_threads):
         return False
     mb, nb = _round_up(mb, 4), _round_up(nb, 3)
@@ -464,7 +478,20 @@ cdef enum:
 
 def amx_scratch_size(Py_ssize_t M, Py_ssize_t K, int n_threads):
     """uint16 values of scratch `gemm_bf16amx` needs: x (M, K) in tiles, and a band of w per thread."""
-    return (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK * OS_AMX_BLOCK * K + max(1, n_threads) * AMX_BAND * K
+    return (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK * OS_AMX_BLOCK * K + max(1, n_threads) * AMX_BAND * K + SCRATCH_SLACK
+
+
+cdef void _amx_products(unsigned short *xt, const unsigned short *w, const float *bp, float *y, os_idx M,
+                        os_idx N, os_idx K, int n_threads) noexcept nogil:
+    """y = x w^T + bias on the tiles, x already in xt (os_amx_pack_x's layout), w's bands after it."""
+    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, x_size = MB * OS_AMX_BLOCK * K
+    cdef os_idx n_mg = (MB + AMX_GROUP - 1) // AMX_GROUP, n_bands = (N + AMX_BAND - 1) // AMX_BAND, t, mg, n0
+    # consecutive tasks share a band of w; each thread copies its band into its own tiles
+    for t in prange(n_bands * n_mg, schedule="dynamic", num_threads=_threads_for(n_bands * n_mg, n_threads)):
+        mg = (t % n_mg) * AMX_GROUP
+        n0 = (t // n_mg) * AMX_BAND
+        os_gemm_bf16amx(xt, w + n0 * K, bp, y, M, N, K, mg, min(MB, mg + AMX_GROUP), n0,
+                        min(N, n0 + AMX_BAND), xt + x_size + threadid() * AMX_BAND * K)
 
 
 def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value, K % 32 == 0
@@ -483,9 +510,9 @@ def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bf
     pages for every call cost more page faults than the products take.
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
-    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, n_mg, n_bands, t, n0, mg
-    cdef os_idx need = amx_scratch_size(M, K, n_threads), x_size = MB * OS_AMX_BLOCK * K
-    cdef unsigned short *xp = NULL
+    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, n_bands, t
+    cdef os_idx need = amx_scratch_size(M, K, n_threads)
+    cdef unsigned short *xp
     cdef const float *bp = &bias[0] if bias is not None else NULL
     cdef int inexact = 0
     if K % OS_AMX_STEP:
@@ -495,27 +522,59 @@ def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bf
                          f"threads needs {need}")
     if M == 0 or N == 0:
         return True
-    n_bands = (N + AMX_BAND - 1) // AMX_BAND
+    xp = _aligned64(scratch)
     if portable or not AMX_NATIVE:
-        xp = &scratch[0]  # row-major bf16 rows for the definition
+        # row-major bf16 rows for the definition
         if _bf16_rows(x, xp, K, n_threads):
             return False
+        n_bands = (N + AMX_BAND - 1) // AMX_BAND
         for t in prange(n_bands, nogil=True, schedule="dynamic", num_threads=_threads_for(n_bands, n_threads)):
             os_gemm_bf16amx_portable(xp, K, &w[0, 0], bp, &y[0, 0], N, K, 0, M,
                                      t * AMX_BAND, min(N, (t + 1) * AMX_BAND))
         return True
     for t in prange(MB, nogil=True, schedule="static", num_threads=_threads_for(MB, n_threads)):
-        inexact |= os_amx_pack_x(&x[0, 0], M, K, &scratch[0], t, t + 1)
+        inexact |= os_amx_pack_x(&x[0, 0], M, K, xp, t, t + 1)
     if inexact:
         return False
-    n_mg = (MB + AMX_GROUP - 1) // AMX_GROUP
-    # consecutive tasks share a band of w; each thread copies its band into its own tiles
-    for t in prange(n_bands * n_mg, nogil=True, schedule="dynamic",
-                    num_threads=_threads_for(n_bands * n_mg, n_threads)):
-        mg = (t % n_mg) * AMX_GROUP
-        n0 = (t // n_mg) * AMX_BAND
-        os_gemm_bf16amx(&scratch[0], &w[n0, 0], bp, &y[0, 0], M, N, K, mg, min(MB, mg + AMX_GROUP), n0,
-                        min(N, n0 + AMX_BAND), &scratch[x_size + threadid() * AMX_BAND * K])
+    with nogil:
+        _amx_products(xp, &w[0, 0], bp, &y[0, 0], M, N, K, n_threads)
+    return True
+
+
+def conv3x3s2_bf16amx(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), channels-last, bfloat16 values
+                      const unsigned short[:, ::1] w,  # IN  (Co, 9 * C) bfloat16 bits, (kh, kw, c) order
+                      const float[::1] bias,           # IN  (Co,) or None
+                      float[:, ::1] y,                 # OUT (n * Ho * Wo, Co)
+                      unsigned short[::1] scratch,     # SCRATCH amx_scratch_size(n * Ho * Wo, 9 * C, n_threads)
+                      int n_threads):
+    """`gemm_bf16amx` of `im2col_3x3s2`'s rows, packed from x without forming them (the same bits).
+
+    Tiles only (AMX_NATIVE) and C a multiple of 32. Returns False, leaving y
+    untouched, when some value of x is not a bfloat16 value.
+    """
+    cdef os_idx n = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3]
+    cdef os_idx M = n * ((H + 1) // 2) * ((W + 1) // 2), K = 9 * C, N = w.shape[0], t
+    cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK
+    cdef unsigned short *xt
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef int inexact = 0
+    if not AMX_NATIVE:
+        raise RuntimeError("conv3x3s2_bf16amx runs on AMX tiles only; this process has none (AMX_NATIVE)")
+    if C % OS_AMX_STEP or w.shape[1] != K or y.shape[0] != M or y.shape[1] != N:
+        raise ValueError(f"conv3x3s2_bf16amx needs C a multiple of {OS_AMX_STEP}, w of shape (Co, {K}) and y "
+                         f"of shape ({M}, Co); got C = {C}, w ({w.shape[0]}, {w.shape[1]}), y ({y.shape[0]}, {y.shape[1]})")
+    if scratch.shape[0] < amx_scratch_size(M, K, n_threads):
+        raise ValueError(f"scratch holds {scratch.shape[0]} values; {M} rows of {K} on {n_threads} threads "
+                         f"need {amx_scratch_size(M, K, n_threads)}")
+    if M == 0 or N == 0:
+        return True
+    xt = _aligned64(scratch)
+    for t in prange(MB, nogil=True, schedule="static", num_threads=_threads_for(MB, n_threads)):
+        inexact |= os_amx_pack_conv_x(&x[0, 0, 0, 0], n, H, W, C, xt, t, t + 1)
+    if inexact:
+        return False
+    with nogil:
+        _amx_products(xt, &w[0, 0], bp, &y[0, 0], M, N, K, n_threads)
     return True
 
 
