@@ -387,7 +387,7 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
         done = _kernels.gemm_bf16amx(x2, w, bias, y, scratch, nt)
     else:
         scratch = _scratch_u16(_kernels.bf16dp_scratch_size(x2.shape[0], k))
-        done = _kernels.gemm_bf16dp(x2, w, bias, y, scratch, *_gemm_tasks(*y.shape, 2 * k, nt), nt)
+        done = _kernels.gemm_bf16dp(x2, w, bias, y, scratch, *_gemm_tasks(x2.shape[0], w.shape[0], 2 * k, nt), nt)
     return y if done else None
 
 
