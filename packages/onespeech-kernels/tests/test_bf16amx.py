@@ -95,11 +95,11 @@ def test_k_scratch_and_x_are_checked(variant: str) -> None:
     x, w16 = bf16_values(3, 64), ops.f32_to_bf16(bf16_values(5, 64))
     y = np.full((3, 5), 7.0, np.float32)
     scratch = np.empty(kernels.amx_scratch_size(3, 64, 2), np.uint16)
-    # whole blocks of 16 x rows, a band of 32 w rows per thread, room to start on a cache line
-    assert scratch.size == 16 * 64 + 2 * 32 * 64 + 32
+    # whole blocks of 16 x rows, two bands of 32 w rows per thread, room to start on a cache line
+    assert scratch.size == 16 * 64 + 2 * 2 * 32 * 64 + 32
     with pytest.raises(ValueError, match="multiple of 32, got 40"):
         kernels.gemm_bf16amx(x[:, :40].copy(), w16[:, :40].copy(), None, y, scratch, 2, False)
-    with pytest.raises(ValueError, match=r"scratch holds 5151 values; x of shape \(3, 64\) on 2 threads needs 5152"):
+    with pytest.raises(ValueError, match=r"scratch holds 9247 values; x of shape \(3, 64\) on 2 threads needs 9248"):
         kernels.gemm_bf16amx(x, w16, None, y, scratch[:-1], 2, False)
     for portable in (False, True):
         bad = x.copy()
@@ -122,8 +122,10 @@ def test_ops_keeps_one_scratch_per_thread() -> None:
 
 
 @pytest.mark.skipif(not TILES, reason=tiles_missing())
+# (200, 70, 4320) and (300, 20, 4320): several groups of x rows (a group's tiles fill half of L2),
+# several bands or one, a ragged last band; tasks split mid-group between threads
 @pytest.mark.parametrize("m,n,k", [(130, 96, 896), (7, 5, 3584), (13, 10, 4320), (33, 17, 64), (300, 50, 1024),
-                                   (16, 16, 32), (129, 897, 128)])
+                                   (16, 16, 32), (129, 897, 128), (200, 70, 4320), (300, 20, 4320)])
 def test_tiles_equal_the_portable_kernel_bit_for_bit(m: int, n: int, k: int) -> None:
     variant = TILES[0]
     x, w = bf16_values(m, k, scale=3.0), bf16_values(n, k, scale=0.05)

@@ -78,8 +78,7 @@ cdef extern from "_bf16amx_impl.h" nogil:
     int os_amx_pack_conv_x(const float *x, os_idx n, os_idx H, os_idx W, os_idx C, unsigned short *xt,
                            os_idx mb0, os_idx mb1)
     void os_gemm_bf16amx(const unsigned short *xt, const unsigned short *w, const float *bias, float *y,
-                         os_idx M, os_idx N, os_idx K, os_idx mb0, os_idx mb1, os_idx n0, os_idx n1,
-                         unsigned short *wp)
+                         os_idx M, os_idx N, os_idx K, os_idx group, os_idx t0, os_idx t1, unsigned short *wp)
     void os_gemm_bf16amx_portable(const unsigned short *x, os_idx ldx, const unsigned short *w,
                                   const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
                                   os_idx n0, os_idx n1)
@@ -471,27 +470,31 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
 
 
 cdef enum:
-    # AMX tasks: 32 w rows (two tiles) by up to 1024 x rows (64 tiles' worth)
+    # AMX tasks: a band of 32 w rows (two tiles) by a group of x rows whose tiles
+    # fit half of a core's L2 (at most 64 blocks of 16), so that they stay there
+    # while the bands pass; x was read from memory once per band before
     AMX_BAND = 32
-    AMX_GROUP = 64
+    AMX_GROUP_BYTES = 1 << 20
+    AMX_GROUP_MAX = 64
 
 
 def amx_scratch_size(Py_ssize_t M, Py_ssize_t K, int n_threads):
-    """uint16 values of scratch `gemm_bf16amx` needs: x (M, K) in tiles, and a band of w per thread."""
-    return (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK * OS_AMX_BLOCK * K + max(1, n_threads) * AMX_BAND * K + SCRATCH_SLACK
+    """uint16 values of scratch `gemm_bf16amx` needs: x (M, K) in tiles, and two bands of w per thread."""
+    return ((M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK * OS_AMX_BLOCK * K + max(1, n_threads) * 2 * AMX_BAND * K
+            + SCRATCH_SLACK)
 
 
 cdef void _amx_products(unsigned short *xt, const unsigned short *w, const float *bp, float *y, os_idx M,
                         os_idx N, os_idx K, int n_threads) noexcept nogil:
     """y = x w^T + bias on the tiles, x already in xt (os_amx_pack_x's layout), w's bands after it."""
     cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, x_size = MB * OS_AMX_BLOCK * K
-    cdef os_idx n_mg = (MB + AMX_GROUP - 1) // AMX_GROUP, n_bands = (N + AMX_BAND - 1) // AMX_BAND, t, mg, n0
-    # consecutive tasks share a band of w; each thread copies its band into its own tiles
-    for t in prange(n_bands * n_mg, schedule="dynamic", num_threads=_threads_for(n_bands * n_mg, n_threads)):
-        mg = (t % n_mg) * AMX_GROUP
-        n0 = (t // n_mg) * AMX_BAND
-        os_gemm_bf16amx(xt, w + n0 * K, bp, y, M, N, K, mg, min(MB, mg + AMX_GROUP), n0,
-                        min(N, n0 + AMX_BAND), xt + x_size + threadid() * AMX_BAND * K)
+    cdef os_idx group = max(2, min(AMX_GROUP_MAX, AMX_GROUP_BYTES // (OS_AMX_BLOCK * K * 2) // 2 * 2))
+    cdef os_idx n_tasks = (N + AMX_BAND - 1) // AMX_BAND * ((MB + group - 1) // group)
+    cdef int nt = _threads_for(n_tasks, n_threads), th
+    # each thread takes a run of tasks, so that it knows the next band to copy while the tiles work
+    for th in prange(nt, schedule="static", num_threads=nt):
+        os_gemm_bf16amx(xt, w, bp, y, M, N, K, group, n_tasks * th // nt, n_tasks * (th + 1) // nt,
+                        xt + x_size + th * 2 * AMX_BAND * K)
 
 
 def gemm_bf16amx(const float[:, ::1] x,           # IN  (M, K), every value a bfloat16 value, K % 32 == 0
