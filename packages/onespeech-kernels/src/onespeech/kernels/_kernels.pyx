@@ -488,7 +488,7 @@ cdef void _amx_products(unsigned short *xt, const unsigned short *w, const float
                         os_idx N, os_idx K, int n_threads) noexcept nogil:
     """y = x w^T + bias on the tiles, x already in xt (os_amx_pack_x's layout), w's bands after it."""
     cdef os_idx MB = (M + OS_AMX_BLOCK - 1) // OS_AMX_BLOCK, x_size = MB * OS_AMX_BLOCK * K
-    cdef os_idx group = max(2, min(AMX_GROUP_MAX, AMX_GROUP_BYTES // (OS_AMX_BLOCK * K * 2) // 2 * 2))
+    cdef os_idx group = max(2, min(AMX_GROUP_MAX, AMX_GROUP_BYTES // (OS_AMX_BLOCK * 2 * max(K, 1)) // 2 * 2))
     cdef os_idx n_tasks = (N + AMX_BAND - 1) // AMX_BAND * ((MB + group - 1) // group)
     cdef int nt = _threads_for(n_tasks, n_threads), th
     # each thread takes a run of tasks, so that it knows the next band to copy while the tiles work
@@ -565,7 +565,8 @@ def conv3x3s2_bf16amx(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), chann
         raise RuntimeError("conv3x3s2_bf16amx runs on AMX tiles only; this process has none (AMX_NATIVE)")
     if C % OS_AMX_STEP or w.shape[1] != K or y.shape[0] != M or y.shape[1] != N:
         raise ValueError(f"conv3x3s2_bf16amx needs C a multiple of {OS_AMX_STEP}, w of shape (Co, {K}) and y "
-                         f"of shape ({M}, Co); got C = {C}, w ({w.shape[0]}, {w.shape[1]}), y ({y.shape[0]}, {y.shape[1]})")
+                         f"of shape ({M}, Co); got C = {C}, w ({w.shape[0]}, {w.shape[1]}), "
+                         f"y ({y.shape[0]}, {y.shape[1]})")
     if scratch.shape[0] < amx_scratch_size(M, K, n_threads):
         raise ValueError(f"scratch holds {scratch.shape[0]} values; {M} rows of {K} on {n_threads} threads "
                          f"need {amx_scratch_size(M, K, n_threads)}")

@@ -9,6 +9,7 @@ bfloat16 bit patterns. Outputs are new C-contiguous float32 arrays.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -139,7 +140,7 @@ def bf16_to_f32(u16: np.ndarray) -> np.ndarray:
     u16 = _array("u16", u16, (np.uint16,))
     if _kernels is None:
         return _ref.bf16_to_f32(u16)
-    out = np.empty(u16.shape, np.float32)
+    out = _empty(u16.shape)
     _kernels.bf16_to_f32(u16.reshape(-1), out.reshape(-1), get_threads())
     return out
 
@@ -192,7 +193,7 @@ def round_bf16(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         out[...] = _ref.round_bf16(x)
         return out
     if out is None:
-        out = np.empty(x.shape, np.float32)
+        out = _empty(x.shape)
     _kernels.round_bf16(x.reshape(-1), out.reshape(-1), get_threads())
     return out
 
@@ -252,20 +253,20 @@ def linear(
     m, n = x2.shape[0], w.shape[0]
     if w.dtype == np.uint16:
         if m <= _BF16_GEMV_MAX_ROWS:
-            y = np.empty((m, n), np.float32)
+            y = _empty((m, n))
             _kernels.linear_bf16(x2, w, bias, y, get_threads(), round_to_bf16)
         else:
             dot = _linear_bf16_dot(x2, w, bias)
             y = _rounded(dot if dot is not None else _linear_bf16_blocked(x2, w, bias, blas), round_to_bf16)
     elif m <= _F32_GEMV_MAX_ROWS:
-        y = np.empty((m, n), np.float32)
+        y = _empty((m, n))
         _kernels.linear_f32(x2, w, bias, y, get_threads(), round_to_bf16)
     elif not blas and _gemm_wins(m, n, w.shape[1]):
-        y = np.empty((m, n), np.float32)
+        y = _empty((m, n))
         _kernels.gemm_f32(x2, w, bias, y, *_gemm_plan(m, n, w.shape[1], get_threads()), get_threads())
         _rounded(y, round_to_bf16)
     else:
-        y = x2 @ w.T
+        y = np.matmul(x2, w.T, out=_empty((m, n)))
         if bias is not None:
             y += bias
         _rounded(y, round_to_bf16)
@@ -354,16 +355,52 @@ def _scratch_u16(n: int) -> np.ndarray:
     return buf
 
 
-def _empty_aligned(m: int, n: int) -> np.ndarray:
-    """An uninitialised float32 (m, n) array whose data starts on a 64-byte boundary.
+# Outputs of a mebibyte or more come from a per-thread pool of buffers that
+# nothing else references any more (by reference count: a view of the buffer, or
+# any other holder, keeps it out). numpy would free such an array and allocate
+# the next one afresh, and the allocator often gives the pages back to the OS in
+# between: each new page then faults again (about 1 ms per MiB here), which cost
+# the BF16 prefill of a 30 s clip about a fifth of its time. At most 16 buffers
+# and 64 MiB per thread are kept.
+_POOL_MIN_VALUES = 1 << 18
+_POOL_BUFFERS = 16
+_POOL_MAX_VALUES = 1 << 24
 
-    The tile kernel stores whole 64-byte rows of outputs; numpy's arrays start
+
+def _references(pool: list[np.ndarray], i: int) -> int:
+    return sys.getrefcount(pool[i])
+
+
+# what _references counts for a buffer only the pool holds (calibrated rather than
+# assumed: interpreters differ in which references they count)
+_UNREFERENCED = _references([np.empty(0, np.float32)], 0)
+
+
+def _empty(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised float32 array of ``shape`` whose data starts on a 64-byte boundary.
+
+    The tile kernel stores whole 64-byte rows of outputs, and numpy's arrays start
     16 bytes past a boundary, which splits every such store across two cache
-    lines (the products ran 5-15 % slower).
+    lines (the products ran 5-15 % slower). Large ones are recycled (above).
     """
-    buf = np.empty(m * n + 16, np.float32)
+    n = 1
+    for d in shape:
+        n *= d
+    size = n + 16
+    if n < _POOL_MIN_VALUES:
+        buf = np.empty(size, np.float32)
+    else:
+        pool: list[np.ndarray] = _scratch.__dict__.setdefault("pool", [])
+        free = [i for i in range(len(pool)) if pool[i].size == size and _references(pool, i) <= _UNREFERENCED]
+        if free:
+            buf = pool[free[0]]
+        else:
+            buf = np.empty(size, np.float32)
+            pool.append(buf)
+            while len(pool) > _POOL_BUFFERS or sum(b.size for b in pool) > _POOL_MAX_VALUES:
+                del pool[0]  # only forgotten: whoever still holds it keeps it
     skip = (-buf.ctypes.data % 64) // 4
-    return buf[skip : skip + m * n].reshape(m, n)
+    return buf[skip : skip + n].reshape(shape)
 
 
 def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
@@ -380,7 +417,7 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
     amx = getattr(_kernels, "AMX_NATIVE", False) and k % 32 == 0
     if k < 32 or not (amx or getattr(_kernels, "BF16DP_NATIVE", False)):
         return None
-    y = _empty_aligned(x2.shape[0], w.shape[0])
+    y = _empty((x2.shape[0], w.shape[0]))
     nt = get_threads()
     if amx:
         scratch = _scratch_u16(_kernels.amx_scratch_size(x2.shape[0], k, nt))
@@ -402,12 +439,12 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
     n, k = w.shape
     m = x2.shape[0]
     nt = get_threads()
-    y = np.empty((m, n), np.float32)
+    y = _empty((m, n))
     if not blas and _gemm_wins(m, n, k):
         _kernels.gemm_bf16w(x2, w, bias, y, *_gemm_plan(m, n, k, nt), nt)
         return y
     rows = max(1, min(n, _BF16_BLOCK_BYTES // (4 * max(1, k))))
-    buf = np.empty((rows, k), np.float32)
+    buf = _empty((rows, k))
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         block = buf[: r1 - r0]
@@ -444,7 +481,7 @@ def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None)
     if kernel.dtype == np.uint16 and c % 32 == 0 and n * ho * wo > _BF16_GEMV_MAX_ROWS and getattr(_kernels, "AMX_NATIVE", False):
         # the tiles read the patches straight from x: forming them first in
         # float32 moved four times the tiles' bytes through memory
-        y = _empty_aligned(n * ho * wo, co)
+        y = _empty((n * ho * wo, co))
         nt = get_threads()
         scratch = _scratch_u16(_kernels.amx_scratch_size(n * ho * wo, 9 * c, nt))
         b = None if bias is None else _f32(_vector("bias", bias, co))
@@ -453,7 +490,7 @@ def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None)
     if _kernels is None:
         cols = _ref.im2col_3x3s2(x)
     else:
-        cols = np.empty((n * ho * wo, 9 * c), np.float32)
+        cols = _empty((n * ho * wo, 9 * c))
         _kernels.im2col_3x3s2(x, cols, get_threads())
     return linear(cols, kernel, bias).reshape(n, ho, wo, co)
 
@@ -505,7 +542,7 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, *, round_to_bf16: bo
     eps = _eps(eps)
     if _kernels is None:
         return _rounded(_ref.rms_norm(x, weight, eps), round_to_bf16)
-    y = np.empty(x.shape, np.float32)
+    y = _empty(x.shape)
     d = x.shape[-1]
     _kernels.rms_norm(x.reshape(-1, d), _f32(weight), eps, y.reshape(-1, d), get_threads(), round_to_bf16)
     return y
@@ -529,7 +566,7 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
     weight, bias, eps = _vector("weight", weight, d), _vector("bias", bias, d), _eps(eps)
     if _kernels is None or d == 0:
         return _ref.layer_norm(x, weight, bias, eps)
-    y = np.empty(x.shape, np.float32)
+    y = _empty(x.shape)
     _kernels.layer_norm(x.reshape(-1, d), _f32(weight), _f32(bias), eps, y.reshape(-1, d), get_threads())
     return y
 
@@ -584,7 +621,7 @@ def swiglu(gate: np.ndarray, up: np.ndarray, *, round_to_bf16: bool = False) -> 
         raise ValueError(f"gate has shape {gate.shape} but up has shape {up.shape}; they must match")
     if _kernels is None:
         return _rounded(_ref.swiglu(gate, up), round_to_bf16)
-    y = np.empty(gate.shape, np.float32)
+    y = _empty(gate.shape)
     _kernels.swiglu(gate.reshape(-1), up.reshape(-1), y.reshape(-1), get_threads(), round_to_bf16)
     return y
 
@@ -592,7 +629,7 @@ def swiglu(gate: np.ndarray, up: np.ndarray, *, round_to_bf16: bool = False) -> 
 def _elementwise(name: str, x: np.ndarray) -> np.ndarray:
     if _kernels is None:
         return getattr(_ref, name)(x)
-    y = np.empty(x.shape, np.float32)
+    y = _empty(x.shape)
     getattr(_kernels, name)(x.reshape(-1), y.reshape(-1), get_threads())
     return y
 
@@ -643,7 +680,7 @@ def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, *, round_to_bf16: bool
         raise ValueError(f"cos {cos.shape} and sin {sin.shape} must both be (n_tokens, head_dim) = {want}")
     if _kernels is None:
         return _rounded(_ref.rope(x, cos, sin), round_to_bf16)
-    y = np.empty(x.shape, np.float32)
+    y = _empty(x.shape)
     _kernels.rope(x, cos, sin, y, get_threads(), round_to_bf16)
     return y
 
@@ -704,7 +741,7 @@ def attention(
         if _kernels is None:
             return _rounded(_ref.attention(q, k, v, float(scale), causal_offset), round_to_bf16)
         return _rounded(_attention_fused(q, k, v, float(scale), causal_offset), round_to_bf16)
-    out = np.empty(q.shape, np.float32)
+    out = _empty(q.shape)
     offset = -1 if causal_offset is None else causal_offset
     _kernels.attention(q, k, v, float(scale), offset, out, get_threads(), round_to_bf16)
     return out
@@ -726,7 +763,7 @@ def _attention_fused(
     # at least two tasks per thread, so no thread idles on short inputs
     per_head = -(-2 * nt // n_kv_heads)
     block = max(1, min(block, -(-n_q // per_head)))
-    out = np.empty(q.shape, np.float32)
+    out = _empty(q.shape)
     _kernels.attention_fused(
         q, k, v, scale, -1 if causal_offset is None else causal_offset, out, block, _ATTENTION_KEY_CHUNK, nt
     )
