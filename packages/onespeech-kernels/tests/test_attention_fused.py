@@ -72,8 +72,10 @@ def test_every_variant_block_and_thread_count(variant, n_q, n_kv, n_heads, n_kv_
     for block in (1, 2, 5, 7, n_q):
         for threads in (1, 2):
             out = np.full(q.shape, np.nan, np.float32)
+            work = np.full(kernels.attention_fused_work_size(n_q, n_kv, n_heads, n_kv_heads, hd, block, threads),
+                           np.nan, np.float32)  # nothing may be read before it is written
             kernels.attention_fused(q, k, v, hd**-0.5, -1 if causal_offset is None else causal_offset, out, block, 64,
-                                    threads)
+                                    work, threads)
             assert_within(out, want, bound, f"block {block}, {threads} threads:")
             if threads == 1:
                 first = out
@@ -99,3 +101,14 @@ def test_offset_past_the_keys_and_empty_queries() -> None:
     # an offset beyond the cache: every query sees every key
     np.testing.assert_allclose(ops.attention(q, k, v, 0.25, 100), ops.attention(q, k, v, 0.25, None), rtol=0, atol=0)
     assert ops.attention(q[:0], k, v, 0.25, None).shape == (0, 4, 16)
+
+
+def test_work_too_small_is_refused() -> None:
+    kernels = cpu.load_variant(VARIANTS[0])
+    q, k, v = inputs(9, 12, 4, 2, 16)
+    need = kernels.attention_fused_work_size(9, 12, 4, 2, 16, 3, 2)
+    out = np.empty(q.shape, np.float32)
+    with pytest.raises(ValueError, match=f"work holds {need - 1} values; these shapes on 2 threads need {need}"):
+        kernels.attention_fused(q, k, v, 0.25, -1, out, 3, 64, np.empty(need - 1, np.float32), 2)
+    with pytest.raises(ValueError, match="n_heads=4 is not a multiple of n_kv_heads=3"):
+        kernels.attention_fused_work_size(9, 12, 4, 3, 16, 3, 2)

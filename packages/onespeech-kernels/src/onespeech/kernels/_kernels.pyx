@@ -765,6 +765,30 @@ def attention(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
 
 # ---- fused attention for many queries ----------------------------------------------------
 
+cdef os_idx _attention_layout(os_idx n_q, os_idx n_kv, os_idx H, os_idx Hkv, os_idx hd, os_idx block,
+                              int n_threads, os_idx *ld, os_idx *rows_pad, os_idx *n_tasks, int *nt) noexcept nogil:
+    """Sizes of `attention_fused`'s buffers; returns the float32 values of work it needs."""
+    cdef os_idx group = H // Hkv
+    ld[0] = (n_kv + OS_AT_NR - 1) // OS_AT_NR * OS_AT_NR
+    block = max(1, min(block, n_q))
+    n_tasks[0] = (n_q + block - 1) // block * Hkv
+    rows_pad[0] = (block * group + OS_AT_MR - 1) // OS_AT_MR * OS_AT_MR
+    nt[0] = _threads_for(n_tasks[0], n_threads)
+    # packed keys and values, then per thread: scores, a zero query row, the padding rows' outputs
+    return Hkv * ld[0] * hd + Hkv * n_kv * hd + nt[0] * (rows_pad[0] * ld[0] + hd + OS_AT_MR * hd)
+
+
+def attention_fused_work_size(Py_ssize_t n_q, Py_ssize_t n_kv, Py_ssize_t n_heads, Py_ssize_t n_kv_heads,
+                              Py_ssize_t head_dim, Py_ssize_t block, int n_threads):
+    """float32 values of ``work`` `attention_fused` needs for these shapes."""
+    cdef os_idx ld, rows_pad, n_tasks
+    cdef int nt
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}")
+    return _attention_layout(n_q, n_kv, n_heads, n_kv_heads, head_dim, block, n_threads, &ld, &rows_pad,
+                             &n_tasks, &nt)
+
+
 def attention_fused(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
                     const float[:, :, ::1] k,  # IN  (n_kv, n_kv_heads, hd)
                     const float[:, :, ::1] v,  # IN  (n_kv, n_kv_heads, hd)
@@ -773,12 +797,16 @@ def attention_fused(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
                     float[:, :, ::1] out,      # OUT (n_q, n_heads, hd)
                     Py_ssize_t block,          # queries per task (>= 1)
                     Py_ssize_t key_chunk,      # keys per cache chunk (rounded up to the tile)
+                    float[::1] work,           # SCRATCH attention_fused_work_size(...) values
                     int n_threads):
-    """out = attention as `attention`, one task per (kv head, block of queries): scores, softmax and P.V fused."""
+    """out = attention as `attention`, one task per (kv head, block of queries): scores, softmax and P.V fused.
+
+    The caller owns ``work`` (packed keys and values, per-thread scores), so that
+    it can keep it across calls: fresh pages for every call fault again.
+    """
     cdef os_idx n_q = q.shape[0], H = q.shape[1], hd = q.shape[2]
     cdef os_idx n_kv = k.shape[0], Hkv = k.shape[1], group = H // Hkv
-    cdef os_idx ld = (n_kv + OS_AT_NR - 1) // OS_AT_NR * OS_AT_NR
-    cdef os_idx n_blocks, n_tasks, task, b, g, i0, rows_pad, per_thread, pack_step, n_pack, c
+    cdef os_idx ld, n_blocks, n_tasks, task, b, g, i0, rows_pad, per_thread, pack_step, n_pack, c, need
     cdef int nt
     cdef float *kp
     cdef float *vp
@@ -786,45 +814,37 @@ def attention_fused(const float[:, :, ::1] q,  # IN  (n_q, n_heads, hd)
     cdef float *mine
     if n_q == 0 or H == 0 or hd == 0:
         return
+    need = _attention_layout(n_q, n_kv, H, Hkv, hd, block, n_threads, &ld, &rows_pad, &n_tasks, &nt)
+    if work.shape[0] < need:
+        raise ValueError(f"work holds {work.shape[0]} values; these shapes on {n_threads} threads need {need}")
     block = max(1, min(block, n_q))
     key_chunk = (max(1, key_chunk) + OS_AT_NR - 1) // OS_AT_NR * OS_AT_NR
     n_blocks = (n_q + block - 1) // block
-    n_tasks = n_blocks * Hkv
-    rows_pad = (block * group + OS_AT_MR - 1) // OS_AT_MR * OS_AT_MR
-    # per thread: scores, a zero query row, the padding rows' outputs
     per_thread = rows_pad * ld + hd + OS_AT_MR * hd
-    nt = _threads_for(n_tasks, n_threads)
     # packing: chunks of 16 panels per task
     pack_step = 16 * OS_AT_NR
     n_pack = (ld + pack_step - 1) // pack_step
-    kp = <float *> malloc(max(1, Hkv * ld * hd) * sizeof(float))
-    vp = <float *> malloc(max(1, Hkv * n_kv * hd) * sizeof(float))
-    scratch = <float *> malloc(nt * per_thread * sizeof(float))
-    try:
-        if kp == NULL or vp == NULL or scratch == NULL:
-            raise MemoryError(f"attention needs {(2 * Hkv * ld * hd + nt * per_thread) * 4} bytes of scratch")
-        for c in prange(Hkv * n_pack, nogil=True, schedule="static",
-                        num_threads=_threads_for(Hkv * n_pack, n_threads)):
-            g = c // n_pack
-            os_attn_pack(&k[0, 0, 0], &v[0, 0, 0], n_kv, Hkv, hd, g, (c % n_pack) * pack_step,
-                         min(ld, (c % n_pack + 1) * pack_step), kp + g * ld * hd, vp + g * n_kv * hd)
-        for task in prange(n_tasks, nogil=True, schedule="dynamic", num_threads=nt):
-            # kv head by kv head, so both threads share one head's k and v in
-            # cache; within a head the largest (latest, under a causal mask)
-            # blocks first, so the small ones fill the end (balance)
-            g = task // n_blocks
-            b = n_blocks - 1 - task % n_blocks
-            i0 = b * block
-            mine = scratch + threadid() * per_thread
-            for c in range(hd):
-                mine[rows_pad * ld + c] = 0
-            os_attn_block(&q[0, 0, 0], &out[0, 0, 0], H, hd, group, g, i0, min(n_q, i0 + block),
-                          kp + g * ld * hd, vp + g * n_kv * hd, n_kv, causal_offset, scale,
-                          mine, ld, mine + rows_pad * ld, mine + rows_pad * ld + hd, key_chunk)
-    finally:
-        free(kp)
-        free(vp)
-        free(scratch)
+    kp = &work[0]
+    vp = kp + Hkv * ld * hd
+    scratch = vp + Hkv * n_kv * hd
+    for c in prange(Hkv * n_pack, nogil=True, schedule="static",
+                    num_threads=_threads_for(Hkv * n_pack, n_threads)):
+        g = c // n_pack
+        os_attn_pack(&k[0, 0, 0], &v[0, 0, 0], n_kv, Hkv, hd, g, (c % n_pack) * pack_step,
+                     min(ld, (c % n_pack + 1) * pack_step), kp + g * ld * hd, vp + g * n_kv * hd)
+    for task in prange(n_tasks, nogil=True, schedule="dynamic", num_threads=nt):
+        # kv head by kv head, so both threads share one head's k and v in
+        # cache; within a head the largest (latest, under a causal mask)
+        # blocks first, so the small ones fill the end (balance)
+        g = task // n_blocks
+        b = n_blocks - 1 - task % n_blocks
+        i0 = b * block
+        mine = scratch + threadid() * per_thread
+        for c in range(hd):
+            mine[rows_pad * ld + c] = 0
+        os_attn_block(&q[0, 0, 0], &out[0, 0, 0], H, hd, group, g, i0, min(n_q, i0 + block),
+                      kp + g * ld * hd, vp + g * n_kv * hd, n_kv, causal_offset, scale,
+                      mine, ld, mine + rows_pad * ld, mine + rows_pad * ld + hd, key_chunk)
 
 
 # ---- one decode step through a decoder layer -------------------------------------------

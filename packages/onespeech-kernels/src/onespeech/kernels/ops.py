@@ -764,8 +764,9 @@ def _attention_fused(
     per_head = -(-2 * nt // n_kv_heads)
     block = max(1, min(block, -(-n_q // per_head)))
     out = _empty(q.shape)
+    work = _empty((_kernels.attention_fused_work_size(n_q, k.shape[0], n_heads, n_kv_heads, q.shape[2], block, nt),))
     _kernels.attention_fused(
-        q, k, v, scale, -1 if causal_offset is None else causal_offset, out, block, _ATTENTION_KEY_CHUNK, nt
+        q, k, v, scale, -1 if causal_offset is None else causal_offset, out, block, _ATTENTION_KEY_CHUNK, work, nt
     )
     return out
 
