@@ -267,6 +267,7 @@ os_amx_tile(const uint16_t *xt, const uint16_t *wp, os_idx KB, const float *bias
     }
 OS_AMX_TILE_FN(1, 1) OS_AMX_TILE_FN(1, 2) OS_AMX_TILE_FN(2, 1) OS_AMX_TILE_FN(2, 2)
 
+/* the job that copies band `band` of w (rows 32 band ..) into dst */
 static inline os_amx_pack_job os_amx_band_job(const uint16_t *w, os_idx N, os_idx K, os_idx band, uint16_t *dst) {
     os_idx n0 = band * 2 * OS_AMX_BLOCK, rows = N - n0 < 2 * OS_AMX_BLOCK ? N - n0 : 2 * OS_AMX_BLOCK;
     os_amx_pack_job job = {(const uint32_t *)(w + n0 * K), K, rows, 0, 2 * (K / OS_AMX_STEP), dst};
