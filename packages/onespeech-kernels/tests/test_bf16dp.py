@@ -192,3 +192,86 @@ def test_ops_linear_takes_the_instruction_only_where_it_runs(monkeypatch) -> Non
     calls.clear()
     ops.linear(x, w16)
     assert not calls
+
+
+def conv_input(n: int, h: int, w: int, c: int) -> np.ndarray:
+    x = bf16_values(n, h, w, c, scale=3.0)
+    x[0, 0, 0, :5] = np.float32(2.0**-130)  # denormal: read as zero
+    return x
+
+
+def conv(variant: str, x: np.ndarray, w16: np.ndarray, bias, *, threads: int = 2, portable: bool = False):
+    n, h, w, c = x.shape
+    m = n * ((h + 1) // 2) * ((w + 1) // 2)
+    kernels = cpu.load_variant(variant)
+    y = np.full((m, w16.shape[0]), np.nan, np.float32)
+    scratch = np.empty(kernels.bf16dp_scratch_size(m, 9 * c), np.uint16)
+    assert kernels.conv3x3s2_bf16dp(x, w16, bias, y, scratch, 16, 12, threads, portable)
+    return y
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n,h,w,c,co", [(1, 5, 7, 4, 6), (2, 9, 6, 40, 13), (3, 4, 11, 32, 5)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convolution_reads_the_patches_im2col_would_form(variant: str, n: int, h: int, w: int, c: int, co: int,
+                                                          threads: int) -> None:
+    """The patches go straight to the packed rows: the same bits as the product of im2col's rows."""
+    x = conv_input(n, h, w, c)
+    w16 = ops.f32_to_bf16(bf16_values(co, 9 * c, scale=0.05))
+    bias = RNG.standard_normal(co).astype(np.float32)
+    cols = ops._ref.im2col_3x3s2(x)
+    expected = gemm("generic", cols, w16, bias)  # the portable definition
+    assert same_bits(conv(variant, x, w16, bias, threads=threads, portable=True), expected)
+    assert same_bits(conv(variant, x, w16, bias, threads=threads), expected)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_convolution_arguments_and_x_are_checked(variant: str) -> None:
+    kernels = cpu.load_variant(variant)
+    x, w16 = conv_input(1, 6, 6, 8), ops.f32_to_bf16(bf16_values(5, 72))
+    scratch = np.empty(kernels.bf16dp_scratch_size(9, 72), np.uint16)
+    y = np.full((9, 5), 7.0, np.float32)
+    with pytest.raises(ValueError, match=r"w of shape \(Co, 72\).*w \(5, 64\)"):
+        kernels.conv3x3s2_bf16dp(x, w16[:, :64].copy(), None, y, scratch, 4, 3, 2)
+    with pytest.raises(ValueError, match=r"y of shape \(9, Co\).*y \(8, 5\)"):
+        kernels.conv3x3s2_bf16dp(x, w16, None, y[:8], scratch, 4, 3, 2)
+    with pytest.raises(ValueError, match="scratch holds 895 values; 9 rows of 72 need 896"):
+        kernels.conv3x3s2_bf16dp(x, w16, None, y, scratch[:-1], 4, 3, 2)
+    x[0, 5, 5, 7] = np.nextafter(x[0, 5, 5, 7], np.float32(np.inf))  # not a bfloat16 value
+    assert kernels.conv3x3s2_bf16dp(x, w16, None, y, scratch, 4, 3, 2) is False
+    assert (y == 7.0).all()
+
+
+def test_ops_convolution_takes_the_instruction_only_where_it_runs(monkeypatch) -> None:
+    """bf16 kernels, K of at least one step, more rows than the product-by-rows kernel: VDPBF16PS on packed patches."""
+    calls: list[str] = []
+    real = ops._kernels
+
+    class Spy:
+        BF16DP_NATIVE = True
+        AMX_NATIVE = False  # the tiles come first where they run (test_bf16amx.py)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def conv3x3s2_bf16dp(self, *args):
+            calls.append("conv")
+            return real.conv3x3s2_bf16dp(*args)
+
+    monkeypatch.setattr(ops, "_kernels", Spy())
+    x = conv_input(2, 12, 10, 8)
+    w16 = ops.f32_to_bf16(bf16_values(24, 9 * 8, scale=0.05))
+    bias16 = ops.f32_to_bf16(bf16_values(24))
+    y = ops.conv3x3s2(x, w16, bias16)
+    assert calls == ["conv"]
+    assert same_bits(y.reshape(60, 24), model(ops._ref.im2col_3x3s2(x), ops.bf16_to_f32(w16), ops.bf16_to_f32(bias16)))
+    calls.clear()
+    ops.conv3x3s2(conv_input(2, 12, 10, 3), ops.f32_to_bf16(bf16_values(24, 27)))  # K = 27: less than a step
+    ops.conv3x3s2(conv_input(1, 4, 4, 8), w16)  # 4 output rows: the product-by-rows kernel
+    x_f32 = x + np.float32(1e-3)  # not bf16 values: packed, refused, then the float32 path
+    ops.conv3x3s2(x_f32, w16)
+    assert calls == ["conv"]
+    monkeypatch.setattr(Spy, "BF16DP_NATIVE", False)
+    calls.clear()
+    ops.conv3x3s2(x, w16)
+    assert not calls

@@ -173,6 +173,38 @@ static os_dp_tile_fn const os_dp_tiles[4][4] = {
 };
 #endif
 
+/* The rows im2col_3x3s2 would form for output row i of one image x[H][W][C]
+ * (Wo rows of 9 * C values, (kh, kw, c) order, zeros in the padding), as
+ * bfloat16 bits in rows of ldx values, zeros from 9 * C on: the patches go
+ * straight to the products' packed x, without the float32 copy (four times the
+ * bytes). Returns 1 if some value is not a bfloat16 value (low half not zero). */
+static int os_dp_pack_conv_row(const float *x, os_idx H, os_idx W, os_idx C, os_idx i, os_idx Wo,
+                               uint16_t *xp, os_idx ldx) {
+    uint32_t inexact = 0;
+    for (os_idx j = 0; j < Wo; j++) {
+        uint16_t *out = xp + j * ldx;
+        for (os_idx a = 0; a < 3; a++) {
+            os_idx r = 2 * i + a - 1;
+            for (os_idx b = 0; b < 3; b++, out += C) {
+                os_idx c = 2 * j + b - 1;
+                if (r < 0 || r >= H || c < 0 || c >= W) {
+                    memset(out, 0, (size_t)C * sizeof(uint16_t));
+                    continue;
+                }
+                const float *src = x + (r * W + c) * C;
+                for (os_idx k = 0; k < C; k++) {
+                    uint32_t bits;
+                    memcpy(&bits, src + k, sizeof bits);
+                    inexact |= bits & 0xFFFFu;
+                    out[k] = (uint16_t)(bits >> 16);
+                }
+            }
+        }
+        memset(xp + j * ldx + 9 * C, 0, (size_t)(ldx - 9 * C) * sizeof(uint16_t));
+    }
+    return inexact != 0;
+}
+
 /* The GEMM of this build: VDPBF16PS where compiled for it, else the
  * definition. x rows must hold ldx >= K values, zero from K up to a whole
  * step (the caller packs them so). */

@@ -68,6 +68,8 @@ cdef extern from "_bf16dp_impl.h" nogil:
     void os_gemm_bf16dp_portable(const unsigned short *x, os_idx ldx, const unsigned short *w,
                                  const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
                                  os_idx n0, os_idx n1)
+    int os_dp_pack_conv_row(const float *x, os_idx H, os_idx W, os_idx C, os_idx i, os_idx Wo,
+                            unsigned short *xp, os_idx ldx)
 
 cdef extern from "_bf16amx_impl.h" nogil:
     int OS_AMX_NATIVE
@@ -442,8 +444,7 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
     not be exact and the caller must take a float32 path. ``portable`` runs the
     portable definition even in a build with the instruction (tests compare the two).
     """
-    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
-    cdef os_idx ldx = _round_up(K, OS_DP_STEP), t, n_mb, n_nb, m0, n0
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0], ldx = _round_up(K, OS_DP_STEP)
     cdef unsigned short *xp
     cdef const float *bp = &bias[0] if bias is not None else NULL
     if scratch.shape[0] < bf16dp_scratch_size(M, K):
@@ -451,6 +452,66 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
                          f"{bf16dp_scratch_size(M, K)}")
     if M == 0 or N == 0:
         return True
+    xp = _aligned64(scratch)
+    if _bf16_rows(x, xp, ldx, n_threads):
+        return False
+    with nogil:
+        _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable)
+    return True
+
+
+cdef void _dp_products(const unsigned short *xp, os_idx ldx, const unsigned short *w, const float *bp,
+                       float *y, os_idx M, os_idx N, os_idx K, os_idx mb, os_idx nb, int n_threads,
+                       bint portable) noexcept nogil:
+    """y = x w^T + bias in tasks of mb x rows by nb w rows, x already packed in xp (rows of ldx values)."""
+    cdef os_idx t, n_mb, n_nb, m0, n0
+    mb, nb = _round_up(mb, 4), _round_up(nb, 3)
+    n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
+    for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
+        m0 = (t % n_mb) * mb
+        n0 = (t // n_mb) * nb
+        if portable:
+            os_gemm_bf16dp_portable(xp, ldx, w, bp, y, N, K, m0, min(M, m0 + mb), n0, min(N, n0 + nb))
+        else:
+            os_gemm_bf16dp(xp, ldx, w, bp, y, N, K, m0, min(M, m0 + mb), n0, min(N, n0 + nb))
+
+
+def conv3x3s2_bf16dp(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), channels-last, bfloat16 values
+                     const unsigned short[:, ::1] w,  # IN  (Co, 9 * C) bfloat16 bits, (kh, kw, c) order
+                     const float[::1] bias,           # IN  (Co,) or None
+                     float[:, ::1] y,                 # OUT (n * Ho * Wo, Co)
+                     unsigned short[::1] scratch,     # SCRATCH bf16dp_scratch_size(n * Ho * Wo, 9 * C) values
+                     Py_ssize_t mb,                   # x rows per task
+                     Py_ssize_t nb,                   # w rows per task
+                     int n_threads,
+                     bint portable=False):
+    """`gemm_bf16dp` of `im2col_3x3s2`'s rows, packed from x without forming them (the same bits).
+
+    Returns False, leaving y untouched, when some value of x is not a bfloat16 value.
+    """
+    cdef os_idx n = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3]
+    cdef os_idx Ho = (H + 1) // 2, Wo = (W + 1) // 2, M = n * Ho * Wo, K = 9 * C, N = w.shape[0], task
+    cdef os_idx ldx = _round_up(K, OS_DP_STEP)
+    cdef unsigned short *xp
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef int inexact = 0
+    if w.shape[1] != K or y.shape[0] != M or y.shape[1] != N:
+        raise ValueError(f"conv3x3s2_bf16dp needs w of shape (Co, {K}) and y of shape ({M}, Co); got "
+                         f"w ({w.shape[0]}, {w.shape[1]}), y ({y.shape[0]}, {y.shape[1]})")
+    if scratch.shape[0] < bf16dp_scratch_size(M, K):
+        raise ValueError(f"scratch holds {scratch.shape[0]} values; {M} rows of {K} need "
+                         f"{bf16dp_scratch_size(M, K)}")
+    if M == 0 or N == 0:
+        return True
+    xp = _aligned64(scratch)
+    for task in prange(n * Ho, nogil=True, schedule="static", num_threads=_threads_for(n * Ho, n_threads)):
+        inexact |= os_dp_pack_conv_row(&x[task // Ho, 0, 0, 0], H, W, C, task % Ho, Wo, xp + task * Wo * ldx,
+                                       ldx)
+    if inexact:
+        return False
+    with nogil:
+        _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable)
+    return True
     xp = _aligned64(scratch)
     if _bf16_rows(x, xp, ldx, n_threads):
         return False

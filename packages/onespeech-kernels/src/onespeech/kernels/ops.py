@@ -480,14 +480,9 @@ def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None)
         raise ValueError(f"kernel has shape {kernel.shape} but x has {c} channels; expected (Co, {9 * c})")
     ho, wo = (h + 1) // 2, (w + 1) // 2
     co = kernel.shape[0]
-    if kernel.dtype == np.uint16 and c % 32 == 0 and n * ho * wo > _BF16_GEMV_MAX_ROWS and getattr(_kernels, "AMX_NATIVE", False):
-        # the tiles read the patches straight from x: forming them first in
-        # float32 moved four times the tiles' bytes through memory
-        y = _empty((n * ho * wo, co))
-        nt = get_threads()
-        scratch = _scratch_u16(_kernels.amx_scratch_size(n * ho * wo, 9 * c, nt))
-        b = None if bias is None else _f32(_vector("bias", bias, co))
-        if _kernels.conv3x3s2_bf16amx(x, kernel, b, y, scratch, nt):
+    if kernel.dtype == np.uint16 and 9 * c >= 32 and n * ho * wo > _BF16_GEMV_MAX_ROWS:
+        y = _conv3x3s2_bf16_dot(x, kernel, bias)
+        if y is not None:
             return y.reshape(n, ho, wo, co)
     if _kernels is None:
         cols = _ref.im2col_3x3s2(x)
@@ -495,6 +490,33 @@ def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None)
         cols = _empty((n * ho * wo, 9 * c))
         _kernels.im2col_3x3s2(x, cols, get_threads())
     return linear(cols, kernel, bias).reshape(n, ho, wo, co)
+
+
+def _conv3x3s2_bf16_dot(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """`conv3x3s2` by bf16 dot products with the patches packed from x, else None (as `_linear_bf16_dot`).
+
+    The same bits as `linear` on im2col's rows: the patches go straight into the
+    products' packed layout (AMX tiles where C is a multiple of 32, else
+    VDPBF16PS's rows), since forming them in float32 first moved four times the
+    bytes through memory. Returns the (rows, Co) output.
+    """
+    if _kernels is None:
+        return None
+    n, h, w, c = x.shape
+    rows, co = n * ((h + 1) // 2) * ((w + 1) // 2), kernel.shape[0]
+    amx = getattr(_kernels, "AMX_NATIVE", False) and c % 32 == 0
+    if not (amx or getattr(_kernels, "BF16DP_NATIVE", False)):
+        return None
+    y = _empty((rows, co))
+    nt = get_threads()
+    b = None if bias is None else _f32(_vector("bias", bias, co))
+    if amx:
+        scratch = _scratch_u16(_kernels.amx_scratch_size(rows, 9 * c, nt))
+        done = _kernels.conv3x3s2_bf16amx(x, kernel, b, y, scratch, nt)
+    else:
+        scratch = _scratch_u16(_kernels.bf16dp_scratch_size(rows, 9 * c))
+        done = _kernels.conv3x3s2_bf16dp(x, kernel, b, y, scratch, *_gemm_tasks(rows, co, 18 * c, nt), nt)
+    return y if done else None
 
 
 def embedding(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
