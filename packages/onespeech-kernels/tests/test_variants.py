@@ -69,6 +69,28 @@ def test_linear_many_equals_one_call_per_matrix(variant: str, k: int) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n,k", [(1030, 1024), (64, 61), (7, 40), (3, 17)])
+def test_decode_gemv_sums_each_row_as_its_aligned_group_of_four(variant: str, n: int, k: int) -> None:
+    """The float32 decode GEMV reads far-apart rows together, yet every row's sum is the one it
+    gets in its aligned group of four rows alone (the last n % 4 rows: alone), for any split."""
+    x, w, bias = randn(1, k), randn(n, k, scale=0.05), randn(n)
+
+    def gemv(rows: np.ndarray, b: np.ndarray | None, threads: int) -> np.ndarray:
+        y = np.full((1, rows.shape[0]), np.nan, np.float32)
+        run(variant, "linear_f32", x, rows, b, y, threads=threads)
+        return y[0]
+
+    n4 = n - n % 4
+    for b in (None, bias):
+        want = np.concatenate(
+            [gemv(w[g : g + 4], None if b is None else b[g : g + 4], 1) for g in range(0, n4, 4)]
+            + [gemv(w[r : r + 1], None if b is None else b[r : r + 1], 1) for r in range(n4, n)]
+        )
+        for threads in (1, 2, 3):
+            assert np.array_equal(gemv(w, b, threads).view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("shape", [(2, 64, 50, 3), (1, 128, 100, 1), (3, 5, 1, 7), (1, 1, 1, 2)])
 def test_im2col_is_an_exact_copy_for_any_thread_count(variant: str, shape: tuple[int, int, int, int]) -> None:
     x = randn(*shape)

@@ -25,6 +25,8 @@ cdef extern from "_kernels_impl.h" nogil:
     float os_stream_sum(const float *a, os_idx n)
     int OS_PAIR_GEMV
     void os_pair_permute(const float *x, float *xp, os_idx K)
+    void os_gemv_f32_rows(const float *x, const float *W, os_idx K, const float *bias, float *y,
+                          os_idx n0, os_idx n1)
     void os_gemv_bf16_rows(const float *x, const float *xp, const unsigned short *W, os_idx K,
                            const float *bias, float *y, os_idx n0, os_idx n1)
     void os_rms_norm_row(const float *x, const float *w, float eps, float *y, os_idx D)
@@ -216,7 +218,20 @@ def linear_f32(const float[:, ::1] x,    # IN  (M, K)
     cdef os_idx b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
     cdef const float *bp = &bias[0] if bias is not None else NULL
     cdef int nt = _threads_for(n_blocks, n_threads)
+    cdef os_idx n4 = N - N % 4, t
     if M == 0 or N == 0:
+        return
+    if M == 1:
+        # decode: one contiguous share of the rows per thread as four far-apart
+        # streams; the last N % 4 rows as os_dot_f32_rows sums them
+        for t in prange(nt, nogil=True, schedule="static", num_threads=nt):
+            os_gemv_f32_rows(&x[0, 0], &w[0, 0], K, bp, &y[0, 0], n4 * t // nt, n4 * (t + 1) // nt)
+            if to_bf16:
+                _round_columns(&y[0, 0], 1, N, n4 * t // nt, n4 * (t + 1) // nt)
+        if n4 < N:
+            os_dot_f32_rows(&x[0, 0], 1, &w[0, 0], K, bp, &y[0, 0], N, n4, N)
+            if to_bf16:
+                _round_columns(&y[0, 0], 1, N, n4, N)
         return
     for b in prange(n_blocks, nogil=True, schedule="static", num_threads=nt):
         os_dot_f32_rows(&x[0, 0], M, &w[0, 0], K, bp, &y[0, 0], N,
@@ -245,12 +260,31 @@ cdef void _gemv_bf16_span(const float *x, const float *xp, const unsigned short 
         start += rows[j]
 
 
+cdef void _gemv_f32_span(const float *x, const float **ws, float **ys, const os_idx *rows, int n, os_idx K,
+                         os_idx r0, os_idx r1, bint to_bf16) noexcept nogil:
+    """Rows [r0, r1) of the float32 matrices ws[0..n) taken one after another, as linear_f32 sums them."""
+    cdef os_idx start = 0, a, b, n4
+    cdef int j
+    for j in range(n):
+        a = max(r0, start) - start
+        b = min(r1, start + rows[j]) - start
+        n4 = rows[j] - rows[j] % 4
+        if a < min(b, n4):
+            os_gemv_f32_rows(x, ws[j], K, NULL, ys[j], a, min(b, n4))
+        if max(a, n4) < b:
+            os_dot_f32_rows(x, 1, ws[j], K, NULL, ys[j], rows[j], max(a, n4), b)
+        if to_bf16 and a < b:
+            _round_columns(ys[j], 1, rows[j], a, b)
+        start += rows[j]
+
+
 cdef int _gemv_many(const float *x, const void **ws, bint bf16, float **ys, const os_idx *rows,
                     int n, os_idx K, int n_threads, bint to_bf16) noexcept nogil:
     """ys[j] = x @ ws[j].T for one activation row x of K values and n <= MAX_MANY
     matrices of rows[j] rows, in one parallel region; -1 if scratch could not
-    be allocated. float32 rows are split in ROW_BLOCK blocks as in linear_f32;
-    bf16 rows in one contiguous share per thread as in linear_bf16. Every
+    be allocated. Each thread takes one contiguous share of all the rows, as
+    linear_f32 and linear_bf16 do (bf16 without the pair kernel: ROW_BLOCK
+    blocks). Every
     output is summed exactly as there. to_bf16 as in linear_bf16."""
     cdef os_idx first[MAX_MANY + 1]
     cdef os_idx b, n0, n1, t, total = 0
@@ -273,16 +307,19 @@ cdef int _gemv_many(const float *x, const void **ws, bint bf16, float **ys, cons
                             total * (t + 1) // nt, to_bf16)
         free(xp)
         return 0
+    if not bf16:
+        # each thread one contiguous share of all the matrices' rows, as in linear_f32
+        for t in prange(nt, schedule="static", num_threads=nt):
+            _gemv_f32_span(x, <const float **> ws, ys, rows, n, K, total * t // nt, total * (t + 1) // nt,
+                           to_bf16)
+        return 0
     for b in prange(first[n], schedule="static", num_threads=nt):
         j = 0
         while first[j + 1] <= b:
             j = j + 1
         n0 = (b - first[j]) * ROW_BLOCK
         n1 = min(rows[j], n0 + ROW_BLOCK)
-        if not bf16:
-            os_dot_f32_rows(x, 1, <const float *> ws[j], K, NULL, ys[j], rows[j], n0, n1)
-        else:
-            os_dot_bf16_rows(x, 1, <const unsigned short *> ws[j], K, NULL, ys[j], rows[j], n0, n1)
+        os_dot_bf16_rows(x, 1, <const unsigned short *> ws[j], K, NULL, ys[j], rows[j], n0, n1)
         if to_bf16:
             _round_columns(ys[j], 1, rows[j], n0, n1)
     return 0

@@ -239,23 +239,28 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
             s[0] += x0[k] * wk; s[1] += x1[k] * wk; s[2] += x2[k] * wk; s[3] += x3[k] * wk; \
         }                                                                       \
     }                                                                           \
-    /* four consecutive weight rows against one activation row: four DRAM    \
-     * streams in flight and one x load per four FMAs (decode GEMV) */         \
-    static inline void NAME##_r4(const float *x, const WT *w, os_idx K, float *s) { \
+    /* four weight rows against one activation row: four DRAM streams in    \
+     * flight and one x load per four FMAs (decode GEMV); each row's sum is   \
+     * one vector chain, os_hsum, then the tail, whichever rows come along */ \
+    static inline void NAME##_r4p(const float *x, const WT *w0, const WT *w1,  \
+                                  const WT *w2, const WT *w3, os_idx K, float *s) { \
         vf a0 = os_splat(0), a1 = a0, a2 = a0, a3 = a0;                         \
         os_idx k = 0;                                                           \
         for (; k + OS_LANES <= K; k += OS_LANES) {                              \
             vf xv = os_load_f32(x + k);                                         \
-            a0 += xv * LOADW(w + k);                                            \
-            a1 += xv * LOADW(w + K + k);                                        \
-            a2 += xv * LOADW(w + 2 * K + k);                                    \
-            a3 += xv * LOADW(w + 3 * K + k);                                    \
+            a0 += xv * LOADW(w0 + k);                                           \
+            a1 += xv * LOADW(w1 + k);                                           \
+            a2 += xv * LOADW(w2 + k);                                           \
+            a3 += xv * LOADW(w3 + k);                                           \
         }                                                                       \
         s[0] = os_hsum(a0); s[1] = os_hsum(a1); s[2] = os_hsum(a2); s[3] = os_hsum(a3); \
         for (; k < K; k++) {                                                    \
-            s[0] += x[k] * SCALARW(w[k]); s[1] += x[k] * SCALARW(w[K + k]);     \
-            s[2] += x[k] * SCALARW(w[2 * K + k]); s[3] += x[k] * SCALARW(w[3 * K + k]); \
+            s[0] += x[k] * SCALARW(w0[k]); s[1] += x[k] * SCALARW(w1[k]);       \
+            s[2] += x[k] * SCALARW(w2[k]); s[3] += x[k] * SCALARW(w3[k]);       \
         }                                                                       \
+    }                                                                           \
+    static inline void NAME##_r4(const float *x, const WT *w, os_idx K, float *s) { \
+        NAME##_r4p(x, w, w + K, w + 2 * K, w + 3 * K, K, s);                    \
     }                                                                           \
     /* y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for rows n in [n0, n1); n0 must \
      * be a multiple of 4 so row grouping never depends on the thread split */ \
@@ -291,6 +296,26 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
 #define OS_ID(v) (v)
 OS_DEFINE_DOT(os_dot_bf16, uint16_t, os_load_bf16, os_bf16_scalar)
 OS_DEFINE_DOT(os_dot_f32, float, os_load_f32, OS_ID)
+
+/* float32 decode GEMV over rows [n0, n1), which must lie below N - N % 4 (the
+ * rows os_dot_f32_rows sums with os_dot_f32_r4): the same sums, read as four
+ * far-apart streams, the i-th rows of the range's four quarters together (as
+ * os_gemv_bf16_rows; four neighbouring rows share DRAM pages and streamed
+ * slower); rows past the quarters take r4's arithmetic alone */
+static void os_gemv_f32_rows(const float *x, const float *W, os_idx K, const float *bias, float *y,
+                             os_idx n0, os_idx n1) {
+    const os_idx q = (n1 - n0) / 4;
+    float s[4];
+    for (os_idx n = n0; n < n0 + q; n++) {
+        os_dot_f32_r4p(x, W + n * K, W + (n + q) * K, W + (n + 2 * q) * K, W + (n + 3 * q) * K, K, s);
+        for (int j = 0; j < 4; j++) y[n + j * q] = s[j] + (bias ? bias[n + j * q] : 0.0f);
+    }
+    for (os_idx n = n0 + 4 * q; n < n1; n++) {
+        const float *w = W + n * K;
+        os_dot_f32_r4p(x, w, w, w, w, K, s);
+        y[n] = s[0] + (bias ? bias[n] : 0.0f);
+    }
+}
 
 /* ---- bf16 decode GEMV on pairs ---------------------------------------------
  * Two bf16 weights share one 32-bit word: on a little-endian machine
