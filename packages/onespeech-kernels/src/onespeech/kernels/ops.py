@@ -460,6 +460,9 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
 def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """3x3, stride-2, pad-1 convolution over channels-last images: im2col, then one `linear`.
 
+    With bf16 kernels where bf16 dot products run, the patches go straight into the
+    products' packed layout instead (`_conv3x3s2_bf16_dot`; the same bits).
+
     Parameters
     ----------
     x : ndarray[float32], shape (n, H, W, Ci)
