@@ -214,6 +214,24 @@ def test_gelu_is_the_erf_gelu() -> None:
     assert got.dtype == np.float32 and np.isfinite(got).all()
 
 
+def test_gelu_into_out_in_place_and_rounded() -> None:
+    # more than one kernel chunk (16384 values) per thread, and a ragged tail
+    x = randn(5, 16411, scale=4.0)
+    want = ops.gelu(x)
+    out = np.full(x.shape, 7.0, np.float32)
+    assert ops.gelu(x, out=out) is out and np.array_equal(out, want)
+    rounded = ops.round_bf16(want)
+    assert not np.array_equal(rounded, want)  # the rounding has work to do
+    assert np.array_equal(ops.gelu(x, round_to_bf16=True), rounded)
+    assert ops.gelu(x, out=x, round_to_bf16=True) is x and np.array_equal(x, rounded)
+    with pytest.raises(ValueError, match="out has shape"):
+        ops.gelu(x, out=np.empty((16411, 5), np.float32))
+    frozen = np.empty(x.shape, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ops.gelu(x, out=frozen)
+
+
 def test_silu_and_swiglu() -> None:
     x = np.concatenate([randn(1000, scale=5.0), np.array([-200, 200, 0], np.float32)])
     x64 = x.astype(np.float64)

@@ -780,13 +780,18 @@ def layer_norm(const float[:, ::1] x,   # IN  (n, D)
 
 
 def gelu(const float[::1] x,  # IN
-         float[::1] y,        # OUT
-         int n_threads):
-    """y = x * 0.5 * (1 + erf(x / sqrt(2))), ATen's float32 erf."""
-    cdef os_idx n = x.shape[0], c, n_chunks = (n + CHUNK - 1) // CHUNK
+         float[::1] y,        # OUT (may be x's buffer)
+         int n_threads,
+         bint to_bf16=False):
+    """y = x * 0.5 * (1 + erf(x / sqrt(2))), ATen's float32 erf; rounded to
+    bfloat16 values chunk by chunk while in cache if ``to_bf16``."""
+    cdef os_idx n = x.shape[0], c, m, n_chunks = (n + CHUNK - 1) // CHUNK
     cdef int nt = _threads_for(n_chunks, n_threads)
     for c in prange(n_chunks, nogil=True, schedule="static", num_threads=nt):
-        os_gelu(&x[c * CHUNK], &y[c * CHUNK], min(CHUNK, n - c * CHUNK))
+        m = min(CHUNK, n - c * CHUNK)
+        os_gelu(&x[c * CHUNK], &y[c * CHUNK], m)
+        if to_bf16:
+            os_round_bf16(&y[c * CHUNK], &y[c * CHUNK], m)
 
 
 # ---- attention over a KV cache -------------------------------------------------------

@@ -180,13 +180,7 @@ def round_bf16(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     representable in bfloat16
     """
     x = _array("x", x)
-    if out is not None:
-        if not isinstance(out, np.ndarray) or out.dtype != np.float32 or not out.flags.c_contiguous:
-            raise ValueError("out must be a C-contiguous float32 numpy array")
-        if out.shape != x.shape:
-            raise ValueError(f"out has shape {out.shape} but x has shape {x.shape}; they must match")
-        if not out.flags.writeable:
-            raise ValueError("out is read-only")
+    _check_out(out, x)
     if _kernels is None:
         if out is None:
             return _ref.round_bf16(x)
@@ -196,6 +190,18 @@ def round_bf16(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         out = _empty(x.shape)
     _kernels.round_bf16(x.reshape(-1), out.reshape(-1), get_threads())
     return out
+
+
+def _check_out(out: object, x: np.ndarray) -> None:
+    """Refuse an ``out=`` array the kernels cannot write x's result into."""
+    if out is None:
+        return
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError("out must be a C-contiguous float32 numpy array")
+    if out.shape != x.shape:
+        raise ValueError(f"out has shape {out.shape} but x has shape {x.shape}; they must match")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
 
 
 def _rounded(y: np.ndarray, round_to_bf16: bool) -> np.ndarray:
@@ -601,18 +607,35 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
 # activations --------------------------------------------------------------------------
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
+def gelu(x: np.ndarray, out: np.ndarray | None = None, *, round_to_bf16: bool = False) -> np.ndarray:
     """Exact (erf) GELU in float32, torch's default ``approximate="none"``.
 
     Parameters
     ----------
     x : ndarray[float32], any shape
+    out : ndarray[float32], C-contiguous, x's shape, or None
+        Where to write the result; may be ``x`` itself. The encoder applies GELU to
+        fresh convolution and MLP outputs, the largest of its arrays (61 MB for a
+        10 s clip's first convolution): writing them anew cost more than the GELU.
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
-    ndarray[float32], same shape
+    ndarray[float32], same shape (``out`` if given)
     """
-    return _elementwise("gelu", _array("x", x))
+    x = _array("x", x)
+    _check_out(out, x)
+    if _kernels is None:
+        y = _rounded(_ref.gelu(x), round_to_bf16)
+        if out is None:
+            return y
+        out[...] = y
+        return out
+    if out is None:
+        out = _empty(x.shape)
+    _kernels.gelu(x.reshape(-1), out.reshape(-1), get_threads(), round_to_bf16)
+    return out
 
 
 def silu(x: np.ndarray) -> np.ndarray:

@@ -158,7 +158,7 @@ class AudioEncoder:
             hidden = self._layer(hidden, layer, bounds)
         w = self._w
         x = r(ops.layer_norm(hidden, w["ln_post.weight"], w["ln_post.bias"], LAYER_NORM_EPS))
-        x = r(ops.gelu(r(ops.linear(x, w["proj1.weight"], w["proj1.bias"]))))
+        x = self._gelu(r(ops.linear(x, w["proj1.weight"], w["proj1.bias"])))
         return r(ops.linear(x, w["proj2.weight"], w["proj2.bias"]))
 
     # -- stages ---------------------------------------------------------------------
@@ -200,10 +200,14 @@ class AudioEncoder:
         """Three GELU convolutions, flattened per time step as conv_out reads them: [n, t, C * F]."""
         r = self._round
         for i, kernel in enumerate(self._conv, start=1):
-            x = r(ops.gelu(r(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"]))))
+            x = self._gelu(r(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"])))
         n, f, t, c = x.shape
         # the reference flattens (channel, frequency) per time step: index c * f + freq
         return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
+
+    def _gelu(self, fresh: np.ndarray) -> np.ndarray:
+        """GELU over an operator's fresh output, in place (rounded to bfloat16 values under BF16)."""
+        return ops.gelu(fresh, out=fresh, round_to_bf16=self._bf16)
 
     @staticmethod
     def _attention_blocks(n_tokens: int, window: int | None) -> list[tuple[int, int]]:
@@ -234,5 +238,5 @@ class AudioEncoder:
         hidden = r(hidden + r(ops.linear(attn, w[p + "self_attn.out_proj.weight"], w[p + "self_attn.out_proj.bias"])))
         # MLP
         x = r(ops.layer_norm(hidden, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], LAYER_NORM_EPS))
-        x = r(ops.gelu(r(ops.linear(x, w[p + "fc1.weight"], w[p + "fc1.bias"]))))
+        x = self._gelu(r(ops.linear(x, w[p + "fc1.weight"], w[p + "fc1.bias"])))
         return r(hidden + r(ops.linear(x, w[p + "fc2.weight"], w[p + "fc2.bias"])))
