@@ -259,9 +259,9 @@ def test_ops_linear_takes_the_tiles_where_they_run(monkeypatch) -> None:
             calls.append("amx")
             return real.gemm_bf16amx(*args)
 
-        def gemm_bf16dp(self, *args):
+        def gemm_bf16dp(self, *args, **kwargs):
             calls.append("dp")
-            return real.gemm_bf16dp(*args)
+            return real.gemm_bf16dp(*args, **kwargs)
 
     monkeypatch.setattr(ops, "_kernels", Spy())
     x, w16 = bf16_values(40, 64), ops.f32_to_bf16(bf16_values(50, 64))

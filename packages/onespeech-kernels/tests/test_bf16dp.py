@@ -175,9 +175,9 @@ def test_ops_linear_takes_the_instruction_only_where_it_runs(monkeypatch) -> Non
         def __getattr__(self, name):
             return getattr(real, name)
 
-        def gemm_bf16dp(self, *args):
+        def gemm_bf16dp(self, *args, **kwargs):
             calls.append(1)
-            return real.gemm_bf16dp(*args)
+            return real.gemm_bf16dp(*args, **kwargs)
 
     monkeypatch.setattr(ops, "_kernels", Spy())
     y = ops.linear(x, w16)
@@ -254,9 +254,9 @@ def test_ops_convolution_takes_the_instruction_only_where_it_runs(monkeypatch) -
         def __getattr__(self, name):
             return getattr(real, name)
 
-        def conv3x3s2_bf16dp(self, *args):
+        def conv3x3s2_bf16dp(self, *args, **kwargs):
             calls.append("conv")
-            return real.conv3x3s2_bf16dp(*args)
+            return real.conv3x3s2_bf16dp(*args, **kwargs)
 
     monkeypatch.setattr(ops, "_kernels", Spy())
     x = conv_input(2, 12, 10, 8)
@@ -275,3 +275,25 @@ def test_ops_convolution_takes_the_instruction_only_where_it_runs(monkeypatch) -
     calls.clear()
     ops.conv3x3s2(x, w16)
     assert not calls
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rounding_within_the_tasks_is_rounding_the_result(variant: str) -> None:
+    """to_bf16 rounds each task's outputs in its cache: exactly round_bf16 of the plain result."""
+    kernels = cpu.load_variant(variant)
+    x, w16 = bf16_values(37, 200), ops.f32_to_bf16(bf16_values(29, 200))
+    bias = RNG.standard_normal(29).astype(np.float32)
+    scratch = np.empty(kernels.bf16dp_scratch_size(37, 200), np.uint16)
+    image = conv_input(2, 9, 6, 40)
+    cw16 = ops.f32_to_bf16(bf16_values(13, 360, scale=0.05))
+    cscratch = np.empty(kernels.bf16dp_scratch_size(30, 360), np.uint16)
+    for portable in (True, False):
+        plain = gemm(variant, x, w16, bias, portable=portable)
+        y = np.full_like(plain, np.nan)
+        assert kernels.gemm_bf16dp(x, w16, bias, y, scratch, 8, 6, 2, portable, to_bf16=True)
+        assert not np.array_equal(plain, ops.round_bf16(plain))
+        assert same_bits(y, ops.round_bf16(plain))
+        plain = conv(variant, image, cw16, bias[:13], portable=portable)
+        y = np.full_like(plain, np.nan)
+        assert kernels.conv3x3s2_bf16dp(image, cw16, bias[:13], y, cscratch, 16, 12, 2, portable, to_bf16=True)
+        assert same_bits(y, ops.round_bf16(plain))

@@ -362,6 +362,8 @@ def test_round_to_bf16_equals_rounding_the_result(rows: int) -> None:
         "linear blas": lambda **kw: ops.linear(x, w32, blas=True, **kw),
         "linear_many f32": lambda **kw: ops.linear_many(x, [w32, w32[:72]], **kw),
         "linear_many bf16": lambda **kw: ops.linear_many(x, [w16[:72], w16, w16[:8]], **kw),
+        "linear bf16 x bf16": lambda **kw: ops.linear(ops.round_bf16(x), w16, bias, **kw),
+        "gelu": lambda **kw: ops.gelu(x, **kw),
         "rms_norm": lambda **kw: ops.rms_norm(x, randn_fixed(96), 1e-6, **kw),
         "swiglu": lambda **kw: ops.swiglu(x, x[::-1].copy(), **kw),
     }
@@ -370,6 +372,14 @@ def test_round_to_bf16_equals_rounding_the_result(rows: int) -> None:
     cases["rope"] = lambda **kw: ops.rope(q, cos, sin, **kw)
     for kv in (randn(50, 2, 32), ops.f32_to_bf16(randn(50, 2, 32))):
         cases[f"attention {kv.dtype}"] = lambda kv=kv, **kw: ops.attention(q, kv, kv[::-1].copy(), 0.2, 49 - rows, **kw)
+    # convolutions: one channel (computed directly), float32 kernels (im2col), bf16 kernels on bf16 values
+    for c, dtype in ((1, np.float32), (1, np.uint16), (5, np.float32), (8, np.uint16)):
+        image = ops.round_bf16(randn(2, 12, 10, c))
+        kernel = randn(7, 9 * c)
+        kernel = ops.f32_to_bf16(kernel) if dtype == np.uint16 else kernel
+        cases[f"conv3x3s2 C={c} {np.dtype(dtype)}"] = lambda image=image, kernel=kernel, **kw: ops.conv3x3s2(
+            image, kernel, bias[:7], **kw
+        )
     for name, op in cases.items():
         plain, fused = op(), op(round_to_bf16=True)
         if not isinstance(plain, list):

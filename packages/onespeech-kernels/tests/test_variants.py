@@ -102,6 +102,44 @@ def test_im2col_is_an_exact_copy_for_any_thread_count(variant: str, shape: tuple
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("shape,co", [((2, 9, 14, 1), 37), ((1, 128, 100, 1), 48), ((3, 1, 2, 1), 16)])
+def test_single_channel_convolution_sums_the_nine_taps(variant: str, shape: tuple[int, ...], co: int) -> None:
+    x, kernel, bias = randn(*shape), randn(co, 9), randn(co)
+    n, h, w, _ = shape
+    cols = reference.im2col_3x3s2(x).astype(np.float64)
+    exact = cols @ kernel.astype(np.float64).T + bias
+    taps = np.ascontiguousarray(kernel.T)
+    got = {}
+    for threads in (1, 2, 3):
+        y = np.full((n * ((h + 1) // 2) * ((w + 1) // 2), co), np.nan, np.float32)
+        run(variant, "conv3x3s2_c1", x, taps, bias, y, threads=threads)
+        got[threads] = y
+    assert all(np.array_equal(got[1].view(np.uint32), got[t].view(np.uint32)) for t in (2, 3))
+    assert_within(got[1], exact, linear_bound(reference.im2col_3x3s2(x), kernel, bias))
+    plain = np.empty_like(got[1])
+    run(variant, "conv3x3s2_c1", x, taps, None, plain)
+    assert_within(plain, cols @ kernel.astype(np.float64).T, linear_bound(reference.im2col_3x3s2(x), kernel))
+    rounded = np.empty_like(got[1])
+    kernels = cpu.load_variant(variant)
+    kernels.conv3x3s2_c1(x, taps, bias, rounded, 2, True)
+    assert np.array_equal(rounded, reference.round_bf16(got[1]))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_single_channel_convolution_checks_its_arguments(variant: str) -> None:
+    kernels = cpu.load_variant(variant)
+    x, taps, y = randn(1, 6, 6, 1), randn(9, 8), np.empty((9, 8), np.float32)
+    with pytest.raises(ValueError, match=r"x of shape \(n, H, W, 1\).*x's last dim 2"):
+        kernels.conv3x3s2_c1(randn(1, 6, 6, 2), taps, None, y, 2)
+    with pytest.raises(ValueError, match=r"wt \(9, Co\).*wt \(8, 8\)"):
+        kernels.conv3x3s2_c1(x, taps[:8].copy(), None, y, 2)
+    with pytest.raises(ValueError, match=r"y \(9, Co\).*y \(8, 8\)"):
+        kernels.conv3x3s2_c1(x, taps, None, y[:8], 2)
+    with pytest.raises(ValueError, match="bias has 7 values; wt has 8 output channels"):
+        kernels.conv3x3s2_c1(x, taps, randn(7), y, 2)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("n_q,n_kv,offset", [(1, 37, 36), (3, 300, 297), (2, 9, -1)])
 def test_attention_over_bf16_kv_equals_the_widened_cache(variant: str, n_q: int, n_kv: int, offset: int) -> None:
     q = randn(n_q, 8, 64)

@@ -33,6 +33,8 @@ cdef extern from "_kernels_impl.h" nogil:
     void os_layer_norm_row(const float *x, const float *w, const float *b, float eps, float *y, os_idx D)
     void os_im2col_3x3s2_row(const float *x, os_idx H, os_idx W, os_idx C, os_idx i, os_idx Wo,
                              float *cols)
+    void os_conv3x3s2_c1_row(const float *x, os_idx H, os_idx W, const float *wt, const float *bias, os_idx Co,
+                             os_idx i, os_idx Wo, float *y, int to_bf16)
     void os_rope_token(const float *x, const float *c, const float *s, float *y,
                        os_idx n_heads, os_idx hd)
     void os_swiglu(const float *g, const float *u, float *y, os_idx n)
@@ -471,7 +473,8 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
                 Py_ssize_t mb,                   # x rows per task
                 Py_ssize_t nb,                   # w rows per task
                 int n_threads,
-                bint portable=False):
+                bint portable=False,
+                bint to_bf16=False):
     """y = x @ w.T + bias in VDPBF16PS's arithmetic (_bf16dp_impl.h), x and w bfloat16 values.
 
     x is packed to bfloat16 bits first, into ``scratch`` (rows zero-padded to
@@ -480,6 +483,7 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
     is not a bfloat16 value (its low 16 bits are not zero): the products would
     not be exact and the caller must take a float32 path. ``portable`` runs the
     portable definition even in a build with the instruction (tests compare the two).
+    ``to_bf16`` rounds each task's outputs to bfloat16 values while in its cache.
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0], ldx = _round_up(K, OS_DP_STEP)
     cdef unsigned short *xp
@@ -493,24 +497,28 @@ def gemm_bf16dp(const float[:, ::1] x,           # IN  (M, K), every value a bfl
     if _bf16_rows(x, xp, ldx, n_threads):
         return False
     with nogil:
-        _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable)
+        _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable, to_bf16)
     return True
 
 
 cdef void _dp_products(const unsigned short *xp, os_idx ldx, const unsigned short *w, const float *bp,
                        float *y, os_idx M, os_idx N, os_idx K, os_idx mb, os_idx nb, int n_threads,
-                       bint portable) noexcept nogil:
+                       bint portable, bint to_bf16) noexcept nogil:
     """y = x w^T + bias in tasks of mb x rows by nb w rows, x already packed in xp (rows of ldx values)."""
-    cdef os_idx t, n_mb, n_nb, m0, n0
+    cdef os_idx t, n_mb, n_nb, m0, n0, m1, n1
     mb, nb = _round_up(mb, 4), _round_up(nb, 3)
     n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
     for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
         m0 = (t % n_mb) * mb
         n0 = (t // n_mb) * nb
+        m1 = min(M, m0 + mb)
+        n1 = min(N, n0 + nb)
         if portable:
-            os_gemm_bf16dp_portable(xp, ldx, w, bp, y, N, K, m0, min(M, m0 + mb), n0, min(N, n0 + nb))
+            os_gemm_bf16dp_portable(xp, ldx, w, bp, y, N, K, m0, m1, n0, n1)
         else:
-            os_gemm_bf16dp(xp, ldx, w, bp, y, N, K, m0, min(M, m0 + mb), n0, min(N, n0 + nb))
+            os_gemm_bf16dp(xp, ldx, w, bp, y, N, K, m0, m1, n0, n1)
+        if to_bf16:
+            _round_columns(y + m0 * N, m1 - m0, N, n0, n1)
 
 
 def conv3x3s2_bf16dp(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), channels-last, bfloat16 values
@@ -521,7 +529,8 @@ def conv3x3s2_bf16dp(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), channe
                      Py_ssize_t mb,                   # x rows per task
                      Py_ssize_t nb,                   # w rows per task
                      int n_threads,
-                     bint portable=False):
+                     bint portable=False,
+                     bint to_bf16=False):
     """`gemm_bf16dp` of `im2col_3x3s2`'s rows, packed from x without forming them (the same bits).
 
     Returns False, leaving y untouched, when some value of x is not a bfloat16 value.
@@ -547,7 +556,7 @@ def conv3x3s2_bf16dp(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), channe
     if inexact:
         return False
     with nogil:
-        _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable)
+        _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable, to_bf16)
     return True
     xp = _aligned64(scratch)
     if _bf16_rows(x, xp, ldx, n_threads):
@@ -762,6 +771,34 @@ def im2col_3x3s2(const float[:, :, :, ::1] x,  # IN  (n, H, W, C), channels-last
         return
     for task in prange(n * Ho, nogil=True, schedule="static", num_threads=nt):
         os_im2col_3x3s2_row(&x[task // Ho, 0, 0, 0], H, W, C, task % Ho, Wo, &cols[task * Wo, 0])
+
+
+def conv3x3s2_c1(const float[:, :, :, ::1] x,  # IN  (n, H, W, 1)
+                 const float[:, ::1] wt,        # IN  (9, Co): the kernel's taps in (kh, kw) order, transposed
+                 const float[::1] bias,         # IN  (Co,) or None
+                 float[:, ::1] y,               # OUT (n * Ho * Wo, Co)
+                 int n_threads,
+                 bint to_bf16=False):
+    """A 3x3 stride-2 pad-1 convolution of one input channel, computed directly.
+
+    Each output is the nine taps' products summed in (kh, kw) order, padding taps
+    included as zeros (what im2col's row times the kernel sums), then the bias;
+    rounded to bfloat16 values row by row if ``to_bf16``.
+    """
+    cdef os_idx n = x.shape[0], H = x.shape[1], W = x.shape[2], Co = wt.shape[1]
+    cdef os_idx Ho = (H + 1) // 2, Wo = (W + 1) // 2, task
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    if x.shape[3] != 1 or wt.shape[0] != 9 or y.shape[0] != n * Ho * Wo or y.shape[1] != Co:
+        raise ValueError(f"conv3x3s2_c1 needs x of shape (n, H, W, 1), wt (9, Co) and y ({n * Ho * Wo}, Co); "
+                         f"got x's last dim {x.shape[3]}, wt ({wt.shape[0]}, {Co}), y ({y.shape[0]}, {y.shape[1]})")
+    if bias is not None and bias.shape[0] != Co:
+        raise ValueError(f"bias has {bias.shape[0]} values; wt has {Co} output channels")
+    if n * Ho * Wo * Co == 0:
+        return
+    for task in prange(n * Ho, nogil=True, schedule="static",
+                       num_threads=_threads_for(n * Ho * Wo * Co // CHUNK, n_threads)):
+        os_conv3x3s2_c1_row(&x[task // Ho, 0, 0, 0], H, W, &wt[0, 0], bp, Co, task % Ho, Wo,
+                            &y[task * Wo, 0], to_bf16)
 
 
 def layer_norm(const float[:, ::1] x,   # IN  (n, D)

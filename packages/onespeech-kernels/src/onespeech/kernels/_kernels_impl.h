@@ -487,6 +487,39 @@ static void os_im2col_3x3s2_row(const float *x, os_idx H, os_idx W, os_idx C, os
     }
 }
 
+/* output row i of a 3x3, stride-2, pad-1 convolution of a one-channel image
+ * x[H][W], computed directly: the first convolution's K = 9 is too short for
+ * the products' kernels, and its im2col + product + bias passes wrote its large
+ * output three times. Each output sums the nine taps (kh, kw) in order, padding
+ * taps as zeros like im2col's, then adds the bias. */
+static void os_conv3x3s2_c1_row(const float *x, os_idx H, os_idx W, const float *wt, const float *bias, os_idx Co,
+                                os_idx i, os_idx Wo, float *y, int to_bf16) {
+    for (os_idx j = 0; j < Wo; j++) {
+        float tap[9];
+        for (os_idx a = 0; a < 3; a++)
+            for (os_idx b = 0; b < 3; b++) {
+                os_idx r = 2 * i + a - 1, c = 2 * j + b - 1;
+                tap[3 * a + b] = (r < 0 || r >= H || c < 0 || c >= W) ? 0.0f : x[r * W + c];
+            }
+        float *out = y + j * Co;
+        os_idx o = 0;
+#if OS_LANES > 1
+        for (; o + OS_LANES <= Co; o += OS_LANES) {
+            vf acc = os_splat(tap[0]) * os_load_f32(wt + o);
+            for (int t = 1; t < 9; t++) acc += os_splat(tap[t]) * os_load_f32(wt + t * Co + o);
+            if (bias) acc += os_load_f32(bias + o);
+            os_store_f32(out + o, acc);
+        }
+#endif
+        for (; o < Co; o++) {
+            float acc = tap[0] * wt[o];
+            for (int t = 1; t < 9; t++) acc += tap[t] * wt[t * Co + o];
+            out[o] = bias ? acc + bias[o] : acc;
+        }
+        if (to_bf16) os_round_bf16(out, out, Co);
+    }
+}
+
 /* rotate_half RoPE for the n_heads heads of one token */
 static void os_rope_token(const float *x, const float *c, const float *s, float *y,
                           os_idx n_heads, os_idx hd) {

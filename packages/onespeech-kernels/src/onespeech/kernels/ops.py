@@ -262,8 +262,8 @@ def linear(
             y = _empty((m, n))
             _kernels.linear_bf16(x2, w, bias, y, get_threads(), round_to_bf16)
         else:
-            dot = _linear_bf16_dot(x2, w, bias)
-            y = _rounded(dot if dot is not None else _linear_bf16_blocked(x2, w, bias, blas), round_to_bf16)
+            dot = _linear_bf16_dot(x2, w, bias, round_to_bf16)
+            y = dot if dot is not None else _rounded(_linear_bf16_blocked(x2, w, bias, blas), round_to_bf16)
     elif m <= _F32_GEMV_MAX_ROWS:
         y = _empty((m, n))
         _kernels.linear_f32(x2, w, bias, y, get_threads(), round_to_bf16)
@@ -411,7 +411,9 @@ def _empty(shape: tuple[int, ...]) -> np.ndarray:
     return buf[skip : skip + n].reshape(shape)
 
 
-def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+def _linear_bf16_dot(
+    x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, round_to_bf16: bool = False
+) -> np.ndarray | None:
     """x2 @ w.T by bf16 dot products where this CPU has them and x2 holds bfloat16 values, else None.
 
     AMX tiles (`gemm_bf16amx`) where the OS grants them and K is a multiple of
@@ -419,7 +421,7 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
     (the first convolution's K = 9 ran twice as long as the float32 product).
     BF16 precision rounds activations to bfloat16 at operator boundaries, so x2
     is usually such; then every product is exact, as in the float32 paths, and
-    only the summation order differs.
+    only the summation order differs. ``round_to_bf16`` as for `linear`.
     """
     k = w.shape[1]
     amx = getattr(_kernels, "AMX_NATIVE", False) and k % 32 == 0
@@ -430,9 +432,10 @@ def _linear_bf16_dot(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> 
     if amx:
         scratch = _scratch_u16(_kernels.amx_scratch_size(x2.shape[0], k, nt))
         done = _kernels.gemm_bf16amx(x2, w, bias, y, scratch, nt)
-    else:
-        scratch = _scratch_u16(_kernels.bf16dp_scratch_size(x2.shape[0], k))
-        done = _kernels.gemm_bf16dp(x2, w, bias, y, scratch, *_gemm_tasks(x2.shape[0], w.shape[0], 2 * k, nt), nt)
+        return _rounded(y, round_to_bf16) if done else None
+    scratch = _scratch_u16(_kernels.bf16dp_scratch_size(x2.shape[0], k))
+    tasks = _gemm_tasks(x2.shape[0], w.shape[0], 2 * k, nt)
+    done = _kernels.gemm_bf16dp(x2, w, bias, y, scratch, *tasks, nt, to_bf16=round_to_bf16)
     return y if done else None
 
 
@@ -463,11 +466,15 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
     return y
 
 
-def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+def conv3x3s2(
+    x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None, *, round_to_bf16: bool = False
+) -> np.ndarray:
     """3x3, stride-2, pad-1 convolution over channels-last images: im2col, then one `linear`.
 
     With bf16 kernels where bf16 dot products run, the patches go straight into the
-    products' packed layout instead (`_conv3x3s2_bf16_dot`; the same bits).
+    products' packed layout instead (`_conv3x3s2_bf16_dot`; the same bits). One
+    input channel (the encoder's first convolution, K = 9) is computed directly
+    (`conv3x3s2_c1`): nine taps, then the bias, as im2col's row times the kernel.
 
     Parameters
     ----------
@@ -475,6 +482,8 @@ def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None)
     kernel : ndarray[float32 | uint16 (bf16)], shape (Co, 9 * Ci)
         torch's [Co, Ci, 3, 3] kernel re-laid out as [Co, kh, kw, Ci] and flattened.
     bias : ndarray[float32 | uint16 (bf16)], shape (Co,), optional
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
@@ -489,19 +498,28 @@ def conv3x3s2(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None = None)
         raise ValueError(f"kernel has shape {kernel.shape} but x has {c} channels; expected (Co, {9 * c})")
     ho, wo = (h + 1) // 2, (w + 1) // 2
     co = kernel.shape[0]
+    if bias is not None:
+        bias = _vector("bias", bias, co)
     if kernel.dtype == np.uint16 and 9 * c >= 32 and n * ho * wo > _BF16_GEMV_MAX_ROWS:
-        y = _conv3x3s2_bf16_dot(x, kernel, bias)
+        y = _conv3x3s2_bf16_dot(x, kernel, bias, round_to_bf16)
         if y is not None:
             return y.reshape(n, ho, wo, co)
     if _kernels is None:
         cols = _ref.im2col_3x3s2(x)
+    elif c == 1:
+        y = _empty((n * ho * wo, co))
+        taps = np.ascontiguousarray((_ref.bf16_to_f32(kernel) if kernel.dtype == np.uint16 else kernel).T)
+        _kernels.conv3x3s2_c1(x, taps, None if bias is None else _f32(bias), y, get_threads(), round_to_bf16)
+        return y.reshape(n, ho, wo, co)
     else:
         cols = _empty((n * ho * wo, 9 * c))
         _kernels.im2col_3x3s2(x, cols, get_threads())
-    return linear(cols, kernel, bias).reshape(n, ho, wo, co)
+    return linear(cols, kernel, bias, round_to_bf16=round_to_bf16).reshape(n, ho, wo, co)
 
 
-def _conv3x3s2_bf16_dot(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+def _conv3x3s2_bf16_dot(
+    x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, round_to_bf16: bool
+) -> np.ndarray | None:
     """`conv3x3s2` by bf16 dot products with the patches packed from x, else None (as `_linear_bf16_dot`).
 
     The same bits as `linear` on im2col's rows: the patches go straight into the
@@ -518,13 +536,14 @@ def _conv3x3s2_bf16_dot(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | No
         return None
     y = _empty((rows, co))
     nt = get_threads()
-    b = None if bias is None else _f32(_vector("bias", bias, co))
+    b = None if bias is None else _f32(bias)
     if amx:
         scratch = _scratch_u16(_kernels.amx_scratch_size(rows, 9 * c, nt))
         done = _kernels.conv3x3s2_bf16amx(x, kernel, b, y, scratch, nt)
-    else:
-        scratch = _scratch_u16(_kernels.bf16dp_scratch_size(rows, 9 * c))
-        done = _kernels.conv3x3s2_bf16dp(x, kernel, b, y, scratch, *_gemm_tasks(rows, co, 18 * c, nt), nt)
+        return _rounded(y, round_to_bf16) if done else None
+    scratch = _scratch_u16(_kernels.bf16dp_scratch_size(rows, 9 * c))
+    tasks = _gemm_tasks(rows, co, 18 * c, nt)
+    done = _kernels.conv3x3s2_bf16dp(x, kernel, b, y, scratch, *tasks, nt, to_bf16=round_to_bf16)
     return y if done else None
 
 

@@ -158,8 +158,8 @@ class AudioEncoder:
             hidden = self._layer(hidden, layer, bounds)
         w = self._w
         x = r(ops.layer_norm(hidden, w["ln_post.weight"], w["ln_post.bias"], LAYER_NORM_EPS))
-        x = self._gelu(r(ops.linear(x, w["proj1.weight"], w["proj1.bias"])))
-        return r(ops.linear(x, w["proj2.weight"], w["proj2.bias"]))
+        x = self._gelu(self._linear(x, "proj1"))
+        return self._linear(x, "proj2")
 
     # -- stages ---------------------------------------------------------------------
 
@@ -192,18 +192,20 @@ class AudioEncoder:
             for j in range(c0, c1):
                 rows.append(flat[j - c0, : valid[j]])
                 positions.append(self._positions[: valid[j]])
-        r = self._round
-        emb = r(ops.linear(np.concatenate(rows, axis=0), self._w["conv_out.weight"]))
-        return r(emb + np.concatenate(positions, axis=0)), window
+        emb = self._linear(np.concatenate(rows, axis=0), "conv_out")
+        return self._round(emb + np.concatenate(positions, axis=0)), window
 
     def _conv_stack(self, x: np.ndarray) -> np.ndarray:
         """Three GELU convolutions, flattened per time step as conv_out reads them: [n, t, C * F]."""
-        r = self._round
         for i, kernel in enumerate(self._conv, start=1):
-            x = self._gelu(r(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"])))
+            x = self._gelu(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"], round_to_bf16=self._bf16))
         n, f, t, c = x.shape
         # the reference flattens (channel, frequency) per time step: index c * f + freq
         return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
+
+    def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        """Product with weight ``name``.weight (and its bias, if it has one), rounded under BF16 by the kernel."""
+        return ops.linear(x, self._w[name + ".weight"], self._w.get(name + ".bias"), round_to_bf16=self._bf16)
 
     def _gelu(self, fresh: np.ndarray) -> np.ndarray:
         """GELU over an operator's fresh output, in place (rounded to bfloat16 values under BF16)."""
@@ -226,17 +228,17 @@ class AudioEncoder:
         # self-attention
         x = r(ops.layer_norm(hidden, w[p + "self_attn_layer_norm.weight"], w[p + "self_attn_layer_norm.bias"], LAYER_NORM_EPS))
         shape = (n, d.num_heads, d.head_dim)
-        q = r(ops.linear(x, w[p + "self_attn.q_proj.weight"], w[p + "self_attn.q_proj.bias"])).reshape(shape)
-        k = r(ops.linear(x, w[p + "self_attn.k_proj.weight"], w[p + "self_attn.k_proj.bias"])).reshape(shape)
-        v = r(ops.linear(x, w[p + "self_attn.v_proj.weight"], w[p + "self_attn.v_proj.bias"])).reshape(shape)
+        q = self._linear(x, p + "self_attn.q_proj").reshape(shape)
+        k = self._linear(x, p + "self_attn.k_proj").reshape(shape)
+        v = self._linear(x, p + "self_attn.v_proj").reshape(shape)
         scale = d.head_dim**-0.5
         if len(bounds) == 1:
             attn = ops.attention(q, k, v, scale, None)
         else:
             attn = np.concatenate([ops.attention(q[a:b], k[a:b], v[a:b], scale, None) for a, b in bounds])
         attn = r(attn).reshape(n, d.d_model)
-        hidden = r(hidden + r(ops.linear(attn, w[p + "self_attn.out_proj.weight"], w[p + "self_attn.out_proj.bias"])))
+        hidden = r(hidden + self._linear(attn, p + "self_attn.out_proj"))
         # MLP
         x = r(ops.layer_norm(hidden, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], LAYER_NORM_EPS))
-        x = self._gelu(r(ops.linear(x, w[p + "fc1.weight"], w[p + "fc1.bias"])))
-        return r(hidden + r(ops.linear(x, w[p + "fc2.weight"], w[p + "fc2.bias"])))
+        x = self._gelu(self._linear(x, p + "fc1"))
+        return r(hidden + self._linear(x, p + "fc2"))
