@@ -365,6 +365,7 @@ def test_round_to_bf16_equals_rounding_the_result(rows: int) -> None:
         "linear bf16 x bf16": lambda **kw: ops.linear(ops.round_bf16(x), w16, bias, **kw),
         "gelu": lambda **kw: ops.gelu(x, **kw),
         "rms_norm": lambda **kw: ops.rms_norm(x, randn_fixed(96), 1e-6, **kw),
+        "layer_norm": lambda **kw: ops.layer_norm(x, randn_fixed(96), x[0], 1e-5, **kw),
         "swiglu": lambda **kw: ops.swiglu(x, x[::-1].copy(), **kw),
     }
     q = randn(rows, 4, 32)

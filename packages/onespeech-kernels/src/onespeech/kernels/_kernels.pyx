@@ -806,14 +806,18 @@ def layer_norm(const float[:, ::1] x,   # IN  (n, D)
                const float[::1] bias,    # IN  (D,)
                float eps,
                float[:, ::1] y,          # OUT (n, D)
-               int n_threads):
-    """y[i] = (x[i] - mean) / sqrt(var + eps) * weight + bias, moments in double."""
+               int n_threads,
+               bint to_bf16=False):
+    """y[i] = (x[i] - mean) / sqrt(var + eps) * weight + bias, moments in double;
+    then bfloat16-rounded if to_bf16."""
     cdef os_idx n = x.shape[0], D = x.shape[1], i
     cdef int nt = _threads_for(n * D // CHUNK, n_threads)
     if D == 0:
         return
     for i in prange(n, nogil=True, schedule="static", num_threads=nt):
         os_layer_norm_row(&x[i, 0], &weight[0], &bias[0], eps, &y[i, 0], D)
+        if to_bf16:
+            os_round_bf16(&y[i, 0], &y[i, 0], D)
 
 
 def gelu(const float[::1] x,  # IN

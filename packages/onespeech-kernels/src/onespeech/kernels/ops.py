@@ -600,7 +600,9 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float, *, round_to_bf16: bo
     return y
 
 
-def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+def layer_norm(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float, *, round_to_bf16: bool = False
+) -> np.ndarray:
     """Layer norm over the last axis (biased variance), as torch.nn.LayerNorm.
 
     Parameters
@@ -608,6 +610,8 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
     x : ndarray[float32], shape (..., D)
     weight, bias : ndarray[float32 | uint16 (bf16)], shape (D,)
     eps : float
+    round_to_bf16 : bool
+        As for `linear`: the result rounded to bfloat16 values within the call.
 
     Returns
     -------
@@ -617,9 +621,11 @@ def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) 
     d = x.shape[-1] if x.ndim else -1
     weight, bias, eps = _vector("weight", weight, d), _vector("bias", bias, d), _eps(eps)
     if _kernels is None or d == 0:
-        return _ref.layer_norm(x, weight, bias, eps)
+        return _rounded(_ref.layer_norm(x, weight, bias, eps), round_to_bf16)
     y = _empty(x.shape)
-    _kernels.layer_norm(x.reshape(-1, d), _f32(weight), _f32(bias), eps, y.reshape(-1, d), get_threads())
+    _kernels.layer_norm(
+        x.reshape(-1, d), _f32(weight), _f32(bias), eps, y.reshape(-1, d), get_threads(), round_to_bf16
+    )
     return y
 
 

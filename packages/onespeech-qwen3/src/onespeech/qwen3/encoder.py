@@ -146,7 +146,6 @@ class AudioEncoder:
                 f"mel has shape {mel.shape} and dtype {mel.dtype}; expected float32 "
                 f"({self.dims.num_mel_bins}, n_frames >= 1)"
             )
-        r = self._round
         # BF16: qwen-asr casts the input features to the model dtype
         mel = np.ascontiguousarray(mel)
         if self._bf16:  # into a new array: the caller's features are never rounded in place
@@ -156,8 +155,7 @@ class AudioEncoder:
         for layer in range(self.dims.num_layers):
             raise_if_cancelled(cancel)
             hidden = self._layer(hidden, layer, bounds)
-        w = self._w
-        x = r(ops.layer_norm(hidden, w["ln_post.weight"], w["ln_post.bias"], LAYER_NORM_EPS))
+        x = self._layer_norm(hidden, "ln_post")
         x = self._gelu(self._linear(x, "proj1"))
         return self._linear(x, "proj2")
 
@@ -207,6 +205,11 @@ class AudioEncoder:
         """Product with weight ``name``.weight (and its bias, if it has one), rounded under BF16 by the kernel."""
         return ops.linear(x, self._w[name + ".weight"], self._w.get(name + ".bias"), round_to_bf16=self._bf16)
 
+    def _layer_norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        """Layer norm ``name`` (weight and bias), rounded under BF16 by the kernel."""
+        w = self._w
+        return ops.layer_norm(x, w[name + ".weight"], w[name + ".bias"], LAYER_NORM_EPS, round_to_bf16=self._bf16)
+
     def _gelu(self, fresh: np.ndarray) -> np.ndarray:
         """GELU over an operator's fresh output, in place (rounded to bfloat16 values under BF16)."""
         return ops.gelu(fresh, out=fresh, round_to_bf16=self._bf16)
@@ -222,23 +225,19 @@ class AudioEncoder:
         """One pre-LN encoder layer (self-attention, then GELU MLP), residuals added."""
         r = self._round
         d = self.dims
-        w = self._w
         p = f"layers.{layer}."
         n = hidden.shape[0]
         # self-attention
-        x = r(ops.layer_norm(hidden, w[p + "self_attn_layer_norm.weight"], w[p + "self_attn_layer_norm.bias"], LAYER_NORM_EPS))
+        x = self._layer_norm(hidden, p + "self_attn_layer_norm")
         shape = (n, d.num_heads, d.head_dim)
         q = self._linear(x, p + "self_attn.q_proj").reshape(shape)
         k = self._linear(x, p + "self_attn.k_proj").reshape(shape)
         v = self._linear(x, p + "self_attn.v_proj").reshape(shape)
         scale = d.head_dim**-0.5
-        if len(bounds) == 1:
-            attn = ops.attention(q, k, v, scale, None)
-        else:
-            attn = np.concatenate([ops.attention(q[a:b], k[a:b], v[a:b], scale, None) for a, b in bounds])
-        attn = r(attn).reshape(n, d.d_model)
+        blocks = [ops.attention(q[a:b], k[a:b], v[a:b], scale, None, round_to_bf16=self._bf16) for a, b in bounds]
+        attn = (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)).reshape(n, d.d_model)
         hidden = r(hidden + self._linear(attn, p + "self_attn.out_proj"))
         # MLP
-        x = r(ops.layer_norm(hidden, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], LAYER_NORM_EPS))
+        x = self._layer_norm(hidden, p + "final_layer_norm")
         x = self._gelu(self._linear(x, p + "fc1"))
         return r(hidden + self._linear(x, p + "fc2"))
