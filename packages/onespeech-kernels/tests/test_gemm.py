@@ -101,6 +101,29 @@ def test_bf16_weight_gemm_is_the_float32_gemm_on_widened_weights(variant: str, m
         assert np.array_equal(y, want), (mb, nb, kc, threads)
 
 
+def test_widened_blocks_reuse_the_kept_scratch(monkeypatch) -> None:
+    """BLAS over bf16 weights widens them into this thread's kept scratch, the same memory every call."""
+    real = ops._kernels
+
+    class NoDot:
+        BF16DP_NATIVE = False
+        AMX_NATIVE = False
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    monkeypatch.setattr(ops, "_kernels", NoDot())
+    x, w16 = randn(500, 300), ops.f32_to_bf16(randn(700, 300))  # 500 rows: BLAS, not our GEMM
+    first = ops.linear(x, w16)
+    where = ops._scratch.u16.ctypes.data
+    assert np.array_equal(ops._scratch_f32(700 * 300).reshape(700, 300), ops.bf16_to_f32(w16))
+    again = ops.linear(x, w16)
+    assert ops._scratch.u16.ctypes.data == where
+    assert np.array_equal(first, again)  # the earlier output is not the scratch
+    w64 = ops.bf16_to_f32(w16).astype(np.float64)
+    assert_within(first, x.astype(np.float64) @ w64.T, linear_bound(x, w64))
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (40, 900, 1031, False),
                                           (401, 69, 67, False)])

@@ -361,6 +361,20 @@ def _scratch_u16(n: int) -> np.ndarray:
     return buf
 
 
+def _scratch_f32(n: int) -> np.ndarray:
+    """``n`` float32 values over this thread's kept scratch, from a 64-byte boundary.
+
+    For weights widened block by block (`_linear_bf16_blocked`): the paths that
+    widen are those without bf16 dot products, which never use the scratch
+    otherwise, so no second buffer is kept. From the output pool instead, a
+    convolution's widened kernel (8 MiB) was evicted by the encoder's larger
+    outputs and faulted in afresh on every call.
+    """
+    buf = _scratch_u16(2 * n + 32)
+    skip = (-buf.ctypes.data % 64) // 2
+    return buf[skip : skip + 2 * n].view(np.float32)
+
+
 # Outputs of a mebibyte or more come from a per-thread pool of buffers that
 # nothing else references any more (by reference count: a view of the buffer, or
 # any other holder, keeps it out). numpy would free such an array and allocate
@@ -455,7 +469,7 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
         _kernels.gemm_bf16w(x2, w, bias, y, *_gemm_plan(m, n, k, nt), nt)
         return y
     rows = max(1, min(n, _BF16_BLOCK_BYTES // (4 * max(1, k))))
-    buf = _empty((rows, k))
+    buf = _scratch_f32(rows * k).reshape(rows, k)
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         block = buf[: r1 - r0]
