@@ -18,8 +18,9 @@ Architecture (qwen_asr ``Qwen3ASRAudioEncoder``)::
 (13 tokens x n_window_infer / 100 frames = 8 s), the block-diagonal pattern the
 reference builds its ``cu_seqlens`` for and applies only under FlashAttention-2.
 
-Convolutions run as im2col + one GEMM per batch of chunks (`ops.conv3x3s2`) in
-a channels-last layout, so the im2col gather copies contiguous channel rows.
+Convolutions run per batch of chunks (`ops.conv3x3s2`: the first, one input
+channel, directly; the others as one product over their patches) in a
+channels-last layout, so gathering a patch copies contiguous channel rows.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm default, as the reference constructs them
-_CONV_BATCH_CHUNKS = 2  # chunks per conv GEMM: bounds the im2col buffer (~28 MB at 0.6B)
+_CONV_BATCH_CHUNKS = 2  # chunks per conv call: bounds the first one's output and the patches (~12-14 MB at 0.6B)
 
 
 def conv_out_length(n: int) -> int:
@@ -164,8 +165,8 @@ class AudioEncoder:
     def _embed_chunks(self, mel: np.ndarray, cancel: Cancel) -> tuple[np.ndarray, int]:
         """Convolution front end: f32[n_tokens, d_model] and the attention window size.
 
-        The convolutions run a few chunks at a time (their im2col buffers are the
-        encoder's largest); conv_out, a per-token product, runs once over the
+        The convolutions run a few chunks at a time (the first one's output and
+        the second one's patches are the encoder's largest arrays); conv_out, a per-token product, runs once over the
         valid tokens of every chunk, a GEMM of n_tokens rows instead of one of 13
         rows per chunk.
         """
