@@ -359,6 +359,7 @@ def test_round_to_bf16_equals_rounding_the_result(rows: int) -> None:
     cases = {
         "linear f32": lambda **kw: ops.linear(x, w32, bias, **kw),
         "linear bf16": lambda **kw: ops.linear(x, w16, **kw),
+        "linear bf16 blas": lambda **kw: ops.linear(x, w16, bias, blas=True, **kw),
         "linear blas": lambda **kw: ops.linear(x, w32, blas=True, **kw),
         "linear_many f32": lambda **kw: ops.linear_many(x, [w32, w32[:72]], **kw),
         "linear_many bf16": lambda **kw: ops.linear_many(x, [w16[:72], w16, w16[:8]], **kw),

@@ -558,22 +558,6 @@ def conv3x3s2_bf16dp(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), channe
     with nogil:
         _dp_products(xp, ldx, &w[0, 0], bp, &y[0, 0], M, N, K, mb, nb, n_threads, portable, to_bf16)
     return True
-    xp = _aligned64(scratch)
-    if _bf16_rows(x, xp, ldx, n_threads):
-        return False
-    mb, nb = _round_up(mb, 4), _round_up(nb, 3)
-    n_mb, n_nb = (M + mb - 1) // mb, (N + nb - 1) // nb
-    for t in prange(n_mb * n_nb, nogil=True, schedule="dynamic",
-                    num_threads=_threads_for(n_mb * n_nb, n_threads)):
-        m0 = (t % n_mb) * mb
-        n0 = (t // n_mb) * nb
-        if portable:
-            os_gemm_bf16dp_portable(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
-                                    n0, min(N, n0 + nb))
-        else:
-            os_gemm_bf16dp(xp, ldx, &w[0, 0], bp, &y[0, 0], N, K, m0, min(M, m0 + mb),
-                           n0, min(N, n0 + nb))
-    return True
 
 
 cdef enum:
