@@ -15,7 +15,10 @@ of the machine's FMA peak (--peak-gflops per core) and the path ops.linear
 takes at that shape; then BF16 precision's product at that shape (`ops.linear`
 of bf16-rounded activations by bf16 weights: AMX tiles where the OS grants
 them, else VDPBF16PS where the CPU has it, else the float32 path on exactly
-widened weights) and its ratio to numpy.
+widened weights) and its ratio to numpy; then the same product with its weights
+read from memory ("cold": each call takes the next of enough copies, >= 128 MiB,
+to leave the caches), as the encoder and the prefill read each layer's weights once
+per call.
 
     python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import onespeech.kernels  # isort: skip
 
 import argparse
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -51,6 +55,8 @@ COLD_BYTES = 512 << 20  # float32 bytes streamed per timed pass
 # (name, M, K, N) of y = x @ w.T: encoder (hidden 896, FFN 3584, 130 / 390
 # frames per window), conv im2col (K = 4320, N = 480), the encoder projection
 # to the decoder, and prefill of the 0.6B decoder (hidden 1024, FFN 3072)
+# bytes of weight copies the "cold" product cycles through: several times any L3 here
+COLD_BYTES = 128 << 20
 GEMM_SHAPES = [
     ("enc qkv/o", 130, 896, 896),
     ("enc fc1", 130, 896, 3584),
@@ -148,9 +154,11 @@ def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[floa
     xb, wb = ops.round_bf16(x), ops.f32_to_bf16(w)
     # the kernel itself, whichever path ops.linear takes at this shape; bf16: the
     # path ops.linear takes for many rows (AMX tiles or VDPBF16PS where they run)
+    cold = itertools.cycle([wb.copy() for _ in range(-(-COLD_BYTES // wb.nbytes))])
     impls = {"numpy": lambda: x @ w.T,
              "ours": lambda: ops._kernels.gemm_f32(x, w, None, y, *ops._gemm_plan(m, n, k, nt), nt),
-             "ours bf16": lambda: ops.linear(xb, wb)}
+             "ours bf16": lambda: ops.linear(xb, wb),
+             "ours bf16 cold": lambda: ops.linear(xb, next(cold))}
     t0 = time.perf_counter()
     for fn in impls.values():  # warm-up: first touch, thread pools
         fn()
@@ -166,10 +174,12 @@ def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[floa
 
 
 def run_gemm(threads: int, rounds: int, peak_gflops: float) -> None:
+    impls_order = ("numpy", "ours", "ours bf16", "ours bf16 cold")
     set_threads(threads)
     print(f"\nkernels GEMM M x K @ (N x K).T, float32 | {onespeech.kernels.describe()}")
     head = (f"{'shape':<13}{'M x K x N':>17}  {'numpy GFLOP/s (min..max)':>26}  {'ours GFLOP/s (min..max)':>26}"
-            f"{'ratio':>7}{'% peak':>7}  {'path':<7}{'ours bf16 GFLOP/s (min..max)':>30}{'ratio':>7}")
+            f"{'ratio':>7}{'% peak':>7}  {'path':<7}{'ours bf16 GFLOP/s (min..max)':>30}{'ratio':>7}"
+            f"{'bf16 cold GFLOP/s (min..max)':>30}")
     print(head)
     print("-" * len(head))
     for name, m, k, n in GEMM_SHAPES:
@@ -178,10 +188,10 @@ def run_gemm(threads: int, rounds: int, peak_gflops: float) -> None:
         rates = {impl: [flop / t / 1e9 for t in ts] for impl, ts in times.items()}
         med = {impl: statistics.median(r) for impl, r in rates.items()}
         path = "kernel" if ops._gemm_wins(m, n, k) else "numpy"
-        cells = [f"{med[i]:6.1f} ({min(rates[i]):.1f}..{max(rates[i]):.1f})" for i in ("numpy", "ours", "ours bf16")]
+        cells = [f"{med[i]:6.1f} ({min(rates[i]):.1f}..{max(rates[i]):.1f})" for i in impls_order]
         print(f"{name:<13}{f'{m} x {k} x {n}':>17}  {cells[0]:>26}  {cells[1]:>26}"
               f"{med['ours'] / med['numpy']:7.2f}{100 * med['ours'] / (peak_gflops * threads):6.0f}%  {path:<7}"
-              f"{cells[2]:>30}{med['ours bf16'] / med['numpy']:7.2f}")
+              f"{cells[2]:>30}{med['ours bf16'] / med['numpy']:7.2f}{cells[3]:>30}")
 
 
 def main() -> int:
