@@ -67,19 +67,24 @@ def test_gemm_empty_shapes(variant: str) -> None:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("lead,k,kernel", [((2,), 67, True), ((5, 7), 67, True), ((130,), 1024, True),
-                                           ((130,), 1031, False), ((401,), 67, False)])
-def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...], k: int, kernel: bool,
+                                           ((130,), 1031, "avx512"), ((200,), 3584, "avx512"), ((201,), 1031, False),
+                                           ((130,), 4097, False), ((401,), 67, False)])
+def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...], k: int, kernel: bool | str,
                                               monkeypatch) -> None:
+    """Up to 400 rows with one K block on every build; with more K ("avx512") up to 200 rows only
+    on AVX-512 builds, where that was measured faster than BLAS."""
     real = cpu.load_variant(variant)
+    if kernel == "avx512":
+        kernel = real.LANES == 16
     calls = []
-    spy = type("Spy", (), {"gemm_f32": lambda *a: calls.append(1) or real.gemm_f32(*a)})
+    spy = type("Spy", (), {"gemm_f32": lambda *a: calls.append(1) or real.gemm_f32(*a), "LANES": real.LANES})
     monkeypatch.setattr(ops, "_kernels", spy)
     x, w, b = randn(*lead, k), randn(69, k), randn(69)
     want = x.astype(np.float64) @ w.astype(np.float64).T + b
     y = ops.linear(x, w, b)
     assert bool(calls) == kernel and y.shape == (*lead, 69)
     assert_within(y, want, linear_bound(x.reshape(-1, k), w, b).reshape(want.shape))
-    # blas=True keeps BLAS's summation order (the decoder's prefill)
+    # blas=True keeps BLAS's summation order
     calls.clear()
     y_blas = ops.linear(x, w, b, blas=True)
     assert not calls and np.array_equal(y_blas, (x.reshape(-1, k) @ w.T + b).reshape(*lead, 69))
@@ -113,7 +118,7 @@ def test_widened_blocks_reuse_the_kept_scratch(monkeypatch) -> None:
             return getattr(real, name)
 
     monkeypatch.setattr(ops, "_kernels", NoDot())
-    x, w16 = randn(500, 300), ops.f32_to_bf16(randn(700, 300))  # 500 rows: BLAS, not our GEMM
+    x, w16 = randn(900, 300), ops.f32_to_bf16(randn(700, 300))  # 900 rows: BLAS, not our GEMM
     first = ops.linear(x, w16)
     where = ops._scratch.u16.ctypes.data
     assert np.array_equal(ops._scratch_f32(700 * 300).reshape(700, 300), ops.bf16_to_f32(w16))
@@ -125,12 +130,17 @@ def test_widened_blocks_reuse_the_kept_scratch(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (40, 900, 1031, False),
-                                          (401, 69, 67, False)])
-def test_bf16_weights_take_the_same_product_kernel_as_float32(variant: str, m: int, n: int, k: int, kernel: bool,
-                                                               monkeypatch) -> None:
-    """Many rows over bf16 weights go where a float32 weight would: our GEMM (widening bands) or BLAS."""
+@pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (401, 69, 67, True),
+                                          (801, 69, 67, False), (40, 900, 1031, "avx512"),
+                                          (400, 69, 1031, "avx512"), (401, 69, 1031, False)])
+def test_bf16_weights_take_our_gemm_where_it_beats_widened_blas(variant: str, m: int, n: int, k: int,
+                                                                 kernel: bool | str, monkeypatch) -> None:
+    """Many rows over bf16 weights (no bf16 dot products): our GEMM widening bands in cache up to
+    twice the rows a float32 weight takes it for (BLAS would need the weights widened first), else
+    BLAS on widened blocks."""
     real = cpu.load_variant(variant)
+    if kernel == "avx512":  # more than one K block: our GEMM on AVX-512 builds only
+        kernel = real.LANES == 16
     calls = []
 
     class Spy:

@@ -37,6 +37,20 @@ _F32_GEMV_MAX_ROWS = 1
 # 1.03-1.15x of OpenBLAS at M 130-390 with K 896 / 1024; 0.89-1.03x at M 420,
 # 0.7-0.96x with K 3072-7680 or M 800-1600
 _GEMM_MAX_ROWS = 400
+# AVX-512 builds (16 lanes, 6 x 4 tiles) also win with a few K blocks at up to
+# 200 rows. Measured (2 threads, Zen 4, bench_kernels.py --only gemm, 5 rounds):
+# 1.10x OpenBLAS at 130 x 3584 x 896, 1.19x at 150 x 3072 x 1024, the same at
+# 208 x 7680 x 896, 0.92-0.97x at 390-420 rows, 0.85-0.92x at 800-1600 rows
+_GEMM_LONG_K_MAX_ROWS = 200
+_GEMM_LONG_K_MAX = 4096
+# bf16 weights where bf16 dot products do not run: BLAS needs them widened to
+# float32 first (a pass over every weight byte), our GEMM widens bands in cache,
+# so ours wins up to twice the rows. Measured against widened BLAS (2 threads,
+# Zen 4, weights read from memory, 20 interleaved pairs): 0.87-0.94 at
+# 410-800 x 1024 x 2048-3072 on both the avx512 and the avx2 build; with long
+# K on avx512, 0.94 at 410 x 2048, 0.985 at 390 x 3584, but 1.02 at 410 x 3072
+_GEMM_WIDENED_MAX_ROWS = 800
+_GEMM_WIDENED_LONG_K_MAX_ROWS = 400
 # its K block: a tile of 4 x rows (16 KiB) and 3 w rows (12 KiB) fit L1;
 # fixed, never derived from the thread count, since the summation order of
 # every output depends on it
@@ -237,8 +251,8 @@ def linear(
     blas : bool
         Multi-row float32 products (and bf16 weights expanded to float32 for
         them) always go to BLAS, never to our GEMM kernel.
-        Both are exact to float32 rounding but sum in different orders; callers
-        whose parity runs must keep BLAS's order say so (the decoder's prefill).
+        Both are exact to float32 rounding but sum in different orders; a caller
+        that must reproduce BLAS's order (a comparison against a BLAS run) says so.
     round_to_bf16 : bool
         Round the result to bfloat16 values (float32 storage) within the call, each
         thread its own outputs; the same values as ``round_bf16`` of the result
@@ -319,9 +333,15 @@ def linear_many(
     return [y.reshape(*x.shape[:-1], y.shape[1]) for y in ys]
 
 
-def _gemm_wins(m: int, n: int, k: int) -> bool:
-    """Whether our unpacked GEMM beats BLAS at this shape (see _GEMM_MAX_ROWS)."""
-    return m <= _GEMM_MAX_ROWS and k <= _GEMM_KC
+def _gemm_wins(m: int, n: int, k: int, widened: bool = False) -> bool:
+    """Whether our unpacked GEMM beats BLAS at this shape (see _GEMM_MAX_ROWS and below it).
+
+    ``widened``: the weights are bf16 and BLAS would take them widened to float32.
+    """
+    if k <= _GEMM_KC:
+        return m <= (_GEMM_WIDENED_MAX_ROWS if widened else _GEMM_MAX_ROWS)
+    long_k_rows = _GEMM_WIDENED_LONG_K_MAX_ROWS if widened else _GEMM_LONG_K_MAX_ROWS
+    return getattr(_kernels, "LANES", 1) == 16 and m <= long_k_rows and k <= _GEMM_LONG_K_MAX
 
 
 def _gemm_plan(m: int, n: int, k: int, threads: int) -> tuple[int, int, int]:
@@ -454,18 +474,19 @@ def _linear_bf16_dot(
 
 
 def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, blas: bool) -> np.ndarray:
-    """x2 @ bf16(w).T for many rows, with exactly the sums float32 weights of the same values get.
+    """x2 @ bf16(w).T for many rows, as exact float32 products of the widened weights.
 
-    Where float32 weights take our GEMM (unless ``blas``), `gemm_bf16w` runs it with
-    each band of w widened in cache as it is used (bit-identical to `gemm_f32` on the
-    widened matrix, and no widened copy is written). Elsewhere blocks of weight rows
-    are widened and go to BLAS, as float32 weights do.
+    Where our GEMM beats BLAS on widened weights (`_gemm_wins`, up to twice the rows
+    of float32 weights; never with ``blas``), `gemm_bf16w` runs it with each band of w
+    widened in cache as it is used (bit-identical to `gemm_f32` on the widened matrix,
+    and no widened copy is written). Elsewhere blocks of weight rows are widened and
+    go to BLAS, as float32 weights do.
     """
     n, k = w.shape
     m = x2.shape[0]
     nt = get_threads()
     y = _empty((m, n))
-    if not blas and _gemm_wins(m, n, k):
+    if not blas and _gemm_wins(m, n, k, widened=True):
         _kernels.gemm_bf16w(x2, w, bias, y, *_gemm_plan(m, n, k, nt), nt)
         return y
     rows = max(1, min(n, _BF16_BLOCK_BYTES // (4 * max(1, k))))
