@@ -55,8 +55,8 @@ COLD_BYTES = 512 << 20  # float32 bytes streamed per timed pass
 # (name, M, K, N) of y = x @ w.T: encoder (hidden 896, FFN 3584, 130 / 390
 # frames per window), conv im2col (K = 4320, N = 480), the encoder projection
 # to the decoder, and prefill of the 0.6B decoder (hidden 1024, FFN 3072)
-# bytes of weight copies the "cold" product cycles through: several times any L3 here
-COLD_BYTES = 128 << 20
+# bytes of bf16 weight copies the GEMM's "cold" product cycles through: several times any L3 here
+GEMM_COLD_BYTES = 128 << 20
 GEMM_SHAPES = [
     ("enc qkv/o", 130, 896, 896),
     ("enc fc1", 130, 896, 3584),
@@ -154,7 +154,7 @@ def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[floa
     xb, wb = ops.round_bf16(x), ops.f32_to_bf16(w)
     # the kernel itself, whichever path ops.linear takes at this shape; bf16: the
     # path ops.linear takes for many rows (AMX tiles or VDPBF16PS where they run)
-    cold = itertools.cycle([wb.copy() for _ in range(-(-COLD_BYTES // wb.nbytes))])
+    cold = itertools.cycle([wb.copy() for _ in range(-(-GEMM_COLD_BYTES // wb.nbytes))])
     impls = {"numpy": lambda: x @ w.T,
              "ours": lambda: ops._kernels.gemm_f32(x, w, None, y, *ops._gemm_plan(m, n, k, nt), nt),
              "ours bf16": lambda: ops.linear(xb, wb),
