@@ -228,7 +228,7 @@ class Qwen3Decoder:
         self, hidden: np.ndarray, layer: int, cache: KVCache, pos: int, cos: np.ndarray, sin: np.ndarray
     ) -> np.ndarray:
         # Multi-row products (prefill) take our GEMM wherever `ops.linear` finds it
-        # faster than BLAS, as the encoder's do (FP32 prefill of a 10 s clip: 0.89 of
+        # faster than BLAS, as the encoder's do (FP32 prefill of a 10 s clip: 0.82 of
         # its time on BLAS, Zen 4, 2 threads). It sums in another order than BLAS;
         # the near-tie rule (docs/qwen3.md) allows that, and the full-size parity
         # suites pass with it.
