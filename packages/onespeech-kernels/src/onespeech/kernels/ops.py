@@ -45,12 +45,15 @@ _GEMM_LONG_K_MAX_ROWS = 200
 _GEMM_LONG_K_MAX = 4096
 # bf16 weights where bf16 dot products do not run: BLAS needs them widened to
 # float32 first (a pass over every weight byte), our GEMM widens bands in cache,
-# so ours wins up to twice the rows. Measured against widened BLAS (2 threads,
-# Zen 4, weights read from memory, 20 interleaved pairs): 0.87-0.94 at
-# 410-800 x 1024 x 2048-3072 on both the avx512 and the avx2 build; with long
-# K on avx512, 0.94 at 410 x 2048, 0.985 at 390 x 3584, but 1.02 at 410 x 3072
+# so on AVX2 builds ours wins up to twice the rows with K <= 1024. Measured against
+# widened BLAS (2 threads, Zen 4, weights read from memory, 20 interleaved pairs):
+# 0.87-0.94 at 410-800 x 1024 x 2048-3072; in the 0.6B model on an Intel Xeon
+# (OpenBLAS's Haswell kernels, as on an AVX2-only CPU) prefill 0.95 at 10 s, 1.02
+# at 30 s. AVX-512 builds keep float32's limits: the CPUs that run them without
+# bf16 dot products are Intel's, and there OpenBLAS's AVX-512 kernels won at 390-410
+# rows (the 0.6B model on an Intel Xeon, 4 interleaved pairs: twice the rows made
+# the 30 s encoder 1.035x and the prefill 1.07x slower)
 _GEMM_WIDENED_MAX_ROWS = 800
-_GEMM_WIDENED_LONG_K_MAX_ROWS = 400
 # its K block: a tile of 4 x rows (16 KiB) and 3 w rows (12 KiB) fit L1;
 # fixed, never derived from the thread count, since the summation order of
 # every output depends on it
@@ -338,10 +341,10 @@ def _gemm_wins(m: int, n: int, k: int, widened: bool = False) -> bool:
 
     ``widened``: the weights are bf16 and BLAS would take them widened to float32.
     """
+    sixteen_lanes = getattr(_kernels, "LANES", 1) == 16
     if k <= _GEMM_KC:
-        return m <= (_GEMM_WIDENED_MAX_ROWS if widened else _GEMM_MAX_ROWS)
-    long_k_rows = _GEMM_WIDENED_LONG_K_MAX_ROWS if widened else _GEMM_LONG_K_MAX_ROWS
-    return getattr(_kernels, "LANES", 1) == 16 and m <= long_k_rows and k <= _GEMM_LONG_K_MAX
+        return m <= (_GEMM_WIDENED_MAX_ROWS if widened and not sixteen_lanes else _GEMM_MAX_ROWS)
+    return sixteen_lanes and m <= _GEMM_LONG_K_MAX_ROWS and k <= _GEMM_LONG_K_MAX
 
 
 def _gemm_plan(m: int, n: int, k: int, threads: int) -> tuple[int, int, int]:
@@ -476,7 +479,7 @@ def _linear_bf16_dot(
 def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, blas: bool) -> np.ndarray:
     """x2 @ bf16(w).T for many rows, as exact float32 products of the widened weights.
 
-    Where our GEMM beats BLAS on widened weights (`_gemm_wins`, up to twice the rows
+    Where our GEMM beats BLAS on widened weights (`_gemm_wins`, on AVX2 builds up to twice the rows
     of float32 weights; never with ``blas``), `gemm_bf16w` runs it with each band of w
     widened in cache as it is used (bit-identical to `gemm_f32` on the widened matrix,
     and no widened copy is written). Elsewhere blocks of weight rows are widened and
