@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
+from compiled import require_compiled_kernels  # noqa: E402  (benchmarks/ is the script's directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_ALIGNER", ROOT / "build" / "checkpoints" / "aligner-0.6b"))
@@ -169,6 +170,7 @@ def main() -> int:
     if args.child:
         print(json.dumps((child_ours if args.child == "ours" else child_ref)(args)))
         return 0
+    require_compiled_kernels("bench_align")
     ensure_checkpoint(args.checkpoint)
     with tempfile.TemporaryDirectory(prefix="bench_align_") as tmp:
         for seconds in args.durations:

@@ -54,6 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
 import onespeech.kernels  # noqa: E402,I001  (first: sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
+from compiled import require_compiled_kernels  # noqa: E402  (benchmarks/ is the script's directory)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -396,6 +397,7 @@ def main() -> int:
         args.result.write_text(json.dumps(fn(args, clips)))
         return 0
 
+    require_compiled_kernels("bench_asr")
     _prepare_checkpoint(args.checkpoint)
     precisions = ("fp32", "bf16") if args.precision == "both" else (args.precision,)
     # ours in each precision asked, and our FP32 whenever BF16 runs: the anchor of the BF16 targets

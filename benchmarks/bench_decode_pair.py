@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
+from compiled import require_compiled_kernels  # noqa: E402
 from bench_asr import DEFAULT_CHECKPOINT, LANGUAGE, _clips, _prepare_checkpoint  # noqa: E402
 
 
@@ -72,6 +73,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.tokens < 1 or args.pairs < 1:
         parser.error("--tokens and --pairs must be at least 1")
+    require_compiled_kernels("bench_decode_pair")
 
     from onespeech.kernels.threads import thread_limit
     from onespeech.qwen3 import Precision, Qwen3Options, Qwen3Recognizer

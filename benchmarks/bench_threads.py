@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "packages" / "onespeech-kernels" / "src"))
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
+from compiled import require_compiled_kernels  # noqa: E402  (benchmarks/ is the script's directory)
 
 
 def _measure(fn, repeats: int = 5) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -41,6 +42,7 @@ def _measure(fn, repeats: int = 5) -> tuple[float, float]:  # type: ignore[no-un
 
 
 def main() -> int:
+    require_compiled_kernels("bench_threads")
     from onespeech.kernels import ops
     from onespeech.kernels.threads import thread_limit
 

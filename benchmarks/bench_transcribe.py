@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from compiled import require_compiled_kernels  # benchmarks/ is the script's directory
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "checkpoints"
 SR = 16000
@@ -210,6 +212,7 @@ def main() -> int:
         args.tokens = 64 if args.mode == "memory" else 32
     sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3",
                                                                    "align", "speech")] + [str(ROOT / "tools")]
+    require_compiled_kernels("bench_transcribe")
     (bench_memory if args.mode == "memory" else bench_full)(args)
     return 0
 
