@@ -79,7 +79,7 @@ def _timed(fn):
 
 
 def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
-    sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
+    sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
     from onespeech.features import log_mel_spectrogram
     from onespeech.kernels.threads import thread_limit
     from onespeech.qwen3 import Precision, Qwen3Options, Qwen3Recognizer
@@ -227,7 +227,7 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
 
 
 def _clips(work: Path) -> dict[str, Path]:
-    sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("kernels", "features")]
+    sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("kernels", "features")]
     from onespeech.features import load_audio
 
     sys.path.insert(0, str(ROOT / "tools"))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
+sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
 sys.path.insert(0, str(HERE))
 
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)

@@ -87,7 +87,7 @@ def _run_worker(python: str, kind: str, **kwargs: object) -> dict:
     for key, value in kwargs.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3", "align",
+        [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3", "align",
                                                         "speech")] + [str(ROOT / "tools")])}
     out = subprocess.run(argv, capture_output=True, text=True, env=env)
     if out.returncode:
@@ -210,7 +210,7 @@ def main() -> int:
         return 0
     if args.tokens is None:
         args.tokens = 64 if args.mode == "memory" else 32
-    sys.path[:0] = [str(ROOT / "packages" / p / "src") for p in ("tokenizer", "kernels", "features", "qwen3",
+    sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3",
                                                                    "align", "speech")] + [str(ROOT / "tools")]
     require_compiled_kernels("bench_transcribe")
     (bench_memory if args.mode == "memory" else bench_full)(args)
