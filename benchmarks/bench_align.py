@@ -28,12 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from source_tree import require_compiled_kernels, source_paths  # benchmarks/ is the script's directory
+
 # Import onespeech before numpy, as an application does, so that onespeech.kernels
 # can shorten OpenBLAS's idle spinning before numpy loads it (docs/kernels.md, "Threads").
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
+sys.path[:0] = source_paths("kernels")
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
-from compiled import require_compiled_kernels  # noqa: E402  (benchmarks/ is the script's directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CHECKPOINT = Path(os.environ.get("ONESPEECH_BENCH_ALIGNER", ROOT / "build" / "checkpoints" / "aligner-0.6b"))
@@ -170,7 +171,7 @@ def main() -> int:
     if args.child:
         print(json.dumps((child_ours if args.child == "ours" else child_ref)(args)))
         return 0
-    require_compiled_kernels("bench_align")
+    require_compiled_kernels()
     ensure_checkpoint(args.checkpoint)
     with tempfile.TemporaryDirectory(prefix="bench_align_") as tmp:
         for seconds in args.durations:

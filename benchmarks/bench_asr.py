@@ -49,12 +49,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from source_tree import require_compiled_kernels, source_paths  # benchmarks/ is the script's directory
+
 # Import onespeech before numpy, as an application does, so that onespeech.kernels
 # can shorten OpenBLAS's idle spinning before numpy loads it (docs/kernels.md, "Threads").
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages" / "onespeech-kernels" / "src"))
+sys.path[:0] = source_paths("kernels")
 import onespeech.kernels  # noqa: E402,I001  (first: sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
-from compiled import require_compiled_kernels  # noqa: E402  (benchmarks/ is the script's directory)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -79,7 +80,7 @@ def _timed(fn):
 
 
 def worker_ours(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> dict:
-    sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
+    sys.path[:0] = source_paths("tokenizer", "kernels", "features", "qwen3")
     from onespeech.features import log_mel_spectrogram
     from onespeech.kernels.threads import thread_limit
     from onespeech.qwen3 import Precision, Qwen3Options, Qwen3Recognizer
@@ -227,7 +228,7 @@ def worker_reference(args: argparse.Namespace, clips: dict[str, np.ndarray]) -> 
 
 
 def _clips(work: Path) -> dict[str, Path]:
-    sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("kernels", "features")]
+    sys.path[:0] = source_paths("kernels", "features")
     from onespeech.features import load_audio
 
     sys.path.insert(0, str(ROOT / "tools"))
@@ -397,7 +398,7 @@ def main() -> int:
         args.result.write_text(json.dumps(fn(args, clips)))
         return 0
 
-    require_compiled_kernels("bench_asr")
+    require_compiled_kernels()
     _prepare_checkpoint(args.checkpoint)
     precisions = ("fp32", "bf16") if args.precision == "both" else (args.precision,)
     # ours in each precision asked, and our FP32 whenever BF16 runs: the anchor of the BF16 targets

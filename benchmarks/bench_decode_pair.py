@@ -28,12 +28,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3")]
 sys.path.insert(0, str(HERE))
+from source_tree import require_compiled_kernels, source_paths  # noqa: E402
 
+sys.path[:0] = source_paths("tokenizer", "kernels", "features", "qwen3")
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
-from compiled import require_compiled_kernels  # noqa: E402
 from bench_asr import DEFAULT_CHECKPOINT, LANGUAGE, _clips, _prepare_checkpoint  # noqa: E402
 
 
@@ -73,7 +73,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.tokens < 1 or args.pairs < 1:
         parser.error("--tokens and --pairs must be at least 1")
-    require_compiled_kernels("bench_decode_pair")
+    require_compiled_kernels()
 
     from onespeech.kernels.threads import thread_limit
     from onespeech.qwen3 import Precision, Qwen3Options, Qwen3Recognizer

@@ -18,15 +18,14 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
+
+from source_tree import require_compiled_kernels, source_paths  # benchmarks/ is the script's directory
 
 # Import onespeech before numpy, as an application does, so that onespeech.kernels
 # can shorten OpenBLAS's idle spinning before numpy loads it (docs/kernels.md, "Threads").
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "packages" / "onespeech-kernels" / "src"))
+sys.path[:0] = source_paths("kernels")
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
-from compiled import require_compiled_kernels  # noqa: E402  (benchmarks/ is the script's directory)
 
 
 def _measure(fn, repeats: int = 5) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -42,7 +41,7 @@ def _measure(fn, repeats: int = 5) -> tuple[float, float]:  # type: ignore[no-un
 
 
 def main() -> int:
-    require_compiled_kernels("bench_threads")
+    require_compiled_kernels()
     from onespeech.kernels import ops
     from onespeech.kernels.threads import thread_limit
 

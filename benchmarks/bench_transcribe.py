@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from compiled import require_compiled_kernels  # benchmarks/ is the script's directory
+from source_tree import require_compiled_kernels, source_paths  # benchmarks/ is the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "checkpoints"
@@ -87,8 +87,7 @@ def _run_worker(python: str, kind: str, **kwargs: object) -> dict:
     for key, value in kwargs.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3", "align",
-                                                        "speech")] + [str(ROOT / "tools")])}
+        source_paths("tokenizer", "kernels", "features", "qwen3", "align", "speech") + [str(ROOT / "tools")])}
     out = subprocess.run(argv, capture_output=True, text=True, env=env)
     if out.returncode:
         raise SystemExit(f"the {kind} worker failed:\n{out.stderr}")
@@ -210,9 +209,8 @@ def main() -> int:
         return 0
     if args.tokens is None:
         args.tokens = 64 if args.mode == "memory" else 32
-    sys.path[:0] = [str(ROOT / "packages" / f"onespeech-{p}" / "src") for p in ("tokenizer", "kernels", "features", "qwen3",
-                                                                   "align", "speech")] + [str(ROOT / "tools")]
-    require_compiled_kernels("bench_transcribe")
+    sys.path[:0] = source_paths("tokenizer", "kernels", "features", "qwen3", "align", "speech") + [str(ROOT / "tools")]
+    require_compiled_kernels()
     (bench_memory if args.mode == "memory" else bench_full)(args)
     return 0
 
