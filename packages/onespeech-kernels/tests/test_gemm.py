@@ -132,17 +132,16 @@ def test_widened_blocks_reuse_the_kept_scratch(monkeypatch) -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("m,n,k,kernel", [(40, 69, 67, True), (40, 3000, 400, True), (400, 69, 67, True),
                                           (401, 69, 67, "avx2"), (800, 69, 67, "avx2"), (801, 69, 67, False),
-                                          (40, 900, 1031, "avx512"), (200, 69, 1031, "avx512"),
-                                          (201, 69, 1031, False), (401, 69, 1031, False)])
+                                          (40, 900, 1031, True), (200, 69, 1031, True),
+                                          (200, 69, 4100, "avx2"), (201, 69, 1031, False),
+                                          (401, 69, 1031, False)])
 def test_bf16_weights_take_our_gemm_where_it_beats_widened_blas(variant: str, m: int, n: int, k: int,
                                                                  kernel: bool | str, monkeypatch) -> None:
     """Many rows over bf16 weights (no bf16 dot products): our GEMM widening bands in cache where a
-    float32 weight takes it, on AVX2 builds up to twice the rows with K <= 1024 (BLAS would need
-    the weights widened first), else BLAS on widened blocks."""
+    float32 weight takes it, on AVX2 builds up to twice the rows with K <= 1024 and up to 200 rows at
+    any K (BLAS would need the weights widened first), else BLAS on widened blocks."""
     real = cpu.load_variant(variant)
-    if kernel == "avx512":  # more than one K block: our GEMM on AVX-512 builds only
-        kernel = real.LANES == 16
-    elif kernel == "avx2":  # twice float32's rows: builds other than AVX-512's only
+    if kernel == "avx2":  # twice float32's rows, or K > 4096: builds other than AVX-512's only
         kernel = real.LANES != 16
     calls = []
 

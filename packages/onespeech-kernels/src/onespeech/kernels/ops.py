@@ -54,6 +54,11 @@ _GEMM_LONG_K_MAX = 4096
 # rows (the 0.6B model on an Intel Xeon, 4 interleaved pairs: twice the rows made
 # the 30 s encoder 1.035x and the prefill 1.07x slower)
 _GEMM_WIDENED_MAX_ROWS = 800
+# and with K > 1024, AVX2 builds widen in cache up to _GEMM_LONG_K_MAX_ROWS at any K.
+# Measured against widened BLAS on an AVX2-only AMD EPYC (2 threads, weights read
+# from memory, 15-20 interleaved calls): 0.77-0.84 at 130-150 x 3072-4320, 0.93-0.97
+# at 208 x 7680 x 896; 0.94-1.06 at 390-420 rows, so not there. In the 0.6B model
+# at 10 s (three runs of 6-12 interleaved pairs): BF16 encoder 0.96-0.98x, prefill 0.95-0.96x
 # its K block: a tile of 4 x rows (16 KiB) and 3 w rows (12 KiB) fit L1;
 # fixed, never derived from the thread count, since the summation order of
 # every output depends on it
@@ -342,8 +347,10 @@ def _gemm_wins(m: int, n: int, k: int, widened: bool = False) -> bool:
     ``widened``: the weights are bf16 and BLAS would take them widened to float32.
     """
     sixteen_lanes = getattr(_kernels, "LANES", 1) == 16
+    if widened and not sixteen_lanes:
+        return m <= (_GEMM_WIDENED_MAX_ROWS if k <= _GEMM_KC else _GEMM_LONG_K_MAX_ROWS)
     if k <= _GEMM_KC:
-        return m <= (_GEMM_WIDENED_MAX_ROWS if widened and not sixteen_lanes else _GEMM_MAX_ROWS)
+        return m <= _GEMM_MAX_ROWS
     return sixteen_lanes and m <= _GEMM_LONG_K_MAX_ROWS and k <= _GEMM_LONG_K_MAX
 
 
@@ -480,7 +487,7 @@ def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
     """x2 @ bf16(w).T for many rows, as exact float32 products of the widened weights.
 
     Where our GEMM beats BLAS on widened weights (`_gemm_wins`, on AVX2 builds up to twice the rows
-    of float32 weights; never with ``blas``), `gemm_bf16w` runs it with each band of w
+    of float32 weights at K <= 1024 and up to 200 rows at any K; never with ``blas``), `gemm_bf16w` runs it with each band of w
     widened in cache as it is used (bit-identical to `gemm_f32` on the widened matrix,
     and no widened copy is written). Elsewhere blocks of weight rows are widened and
     go to BLAS, as float32 weights do.
