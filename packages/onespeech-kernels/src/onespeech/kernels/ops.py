@@ -486,10 +486,10 @@ def _linear_bf16_dot(
 def _linear_bf16_blocked(x2: np.ndarray, w: np.ndarray, bias: np.ndarray | None, blas: bool) -> np.ndarray:
     """x2 @ bf16(w).T for many rows, as exact float32 products of the widened weights.
 
-    Where our GEMM beats BLAS on widened weights (`_gemm_wins`, on AVX2 builds up to twice the rows
-    of float32 weights at K <= 1024 and up to 200 rows at any K; never with ``blas``), `gemm_bf16w` runs it with each band of w
-    widened in cache as it is used (bit-identical to `gemm_f32` on the widened matrix,
-    and no widened copy is written). Elsewhere blocks of weight rows are widened and
+    Where our GEMM beats BLAS on widened weights (`_gemm_wins`: on AVX2 builds up to twice the
+    rows of float32 weights at K <= 1024 and up to 200 rows at any K; never with ``blas``),
+    `gemm_bf16w` runs it with each band of w widened in cache as it is used (bit-identical
+    to `gemm_f32` on the widened matrix, and no widened copy is written). Elsewhere blocks of weight rows are widened and
     go to BLAS, as float32 weights do.
     """
     n, k = w.shape
