@@ -8,6 +8,7 @@ largest absolute logits; ``RUNS`` names them and the arrays that hold them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -117,3 +118,34 @@ def bf16_forced_agreement(recognizer: Qwen3Recognizer, case: Mapping[str, Any], 
     misses = {label: [(step, fp32_steps.margin[step]) for step, o in enumerate(out) if isinstance(o, str)]
               for label, out in outcomes.items()}  # fmt: skip
     return ForcedBf16(result, agree, len(forced_ids), misses)
+
+
+@dataclass(frozen=True)
+class PairedMisses:
+    """Where two BF16 runs leave the FP32 id, step by step (the same forced steps).
+
+    ``ours_only`` and ``reference_only`` count the discordant steps, ``both`` the
+    steps both runs miss. ``p_ours_worse`` is the one-sided sign test on the
+    discordant steps: the chance, were both runs equally likely to miss each of
+    them, that ours would miss at least ``ours_only`` of them alone. A count can
+    differ by a few steps when one product's summation order changes; this says
+    whether such a difference is more than that.
+    """
+
+    ours_only: int
+    reference_only: int
+    both: int
+    p_ours_worse: float
+
+
+def paired_misses(misses: list[tuple[str, str, int, float]]) -> PairedMisses:
+    """Pair the (case, run, step, margin) misses of the "ours" and "reference" runs."""
+    runs: dict[str, set[tuple[str, int]]] = {"ours": set(), "reference": set()}
+    for case, run, step, _ in misses:
+        if run not in runs:
+            raise ValueError(f"run {run!r} is neither 'ours' nor 'reference'")
+        runs[run].add((case, step))
+    ours, reference = runs["ours"], runs["reference"]
+    a, b = len(ours - reference), len(reference - ours)
+    p = sum(math.comb(a + b, i) for i in range(a, a + b + 1)) / 2 ** (a + b)
+    return PairedMisses(a, b, len(ours & reference), p)

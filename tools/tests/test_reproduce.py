@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from onespeech_tools.asr_parity import paired_misses
 from onespeech_tools.cli import main
 from onespeech_tools.commands.reproduce import agreement, reference_ids, relative_error
 
@@ -22,6 +23,21 @@ def test_relative_error_and_token_helpers() -> None:
     assert reference_ids([5, 6, 151645, 9]) == ([5, 6], True)
     assert reference_ids([5, 6]) == ([5, 6], False)
     assert agreement([1, 2, 3, 4], [1, 2, 9, 4]) == 2
+
+
+def test_paired_misses_counts_discordant_steps_and_their_sign_test() -> None:
+    misses = [("a", "ours", 3, 0.1), ("a", "reference", 3, 0.1), ("a", "ours", 7, 0.2),
+              ("b", "ours", 3, 0.05), ("b", "reference", 9, 0.3)]  # fmt: skip
+    paired = paired_misses(misses)
+    # a/3 both; a/7 and b/3 ours alone (the same step number in another case is another step); b/9 the reference's
+    assert (paired.ours_only, paired.reference_only, paired.both) == (2, 1, 1)
+    assert paired.p_ours_worse == pytest.approx(4 / 8)  # P(X >= 2), X ~ Bin(3, 1/2)
+    lopsided = paired_misses([("c", "ours", step, 0.1) for step in range(6)])
+    assert lopsided.p_ours_worse == pytest.approx(1 / 64)
+    assert paired_misses([]).p_ours_worse == 1.0
+    assert paired_misses([("c", "reference", 1, 0.1)]).p_ours_worse == 1.0  # ours missed nothing alone
+    with pytest.raises(ValueError, match="neither"):
+        paired_misses([("c", "theirs", 1, 0.1)])
 
 
 def test_missing_observations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,10 @@ prefix ends at the first near-tie, so one case can swing it by 60 ids; the force
 count weighs every step once. BF16 promises no bit-identical output, so it passes
 when ours agrees with FP32 at least as often as the reference's BF16 does, summed
 over the cases (the forced count where observed, else the prefix). A forced step at
-an FP32 near-tie agrees with either id, for both runs alike, and is listed.
+an FP32 near-tie agrees with either id, for both runs alike, and is listed. For
+information it also pairs the two runs' misses step by step (missed by ours alone,
+by the reference's alone, by both) with a one-sided sign test on the discordant
+steps; the verdict stays the count.
 
 Full size (after ``oracle_asr.py --size 0.6b``)::
 
@@ -41,7 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
-from onespeech_tools.asr_parity import EOS_IDS, RUNS, bf16_forced_agreement, compare_run, pcm_and_mel
+from onespeech_tools.asr_parity import (
+    EOS_IDS,
+    RUNS,
+    bf16_forced_agreement,
+    compare_run,
+    paired_misses,
+    pcm_and_mel,
+)
 from onespeech_tools.near_ties import Suite, Tie, Verdict
 
 TOLERANCE = 1e-4
@@ -293,6 +303,10 @@ def run_bf16(args: argparse.Namespace) -> int:
         print("steps a BF16 run leaves the FP32 id at, with FP32's top-2 margin there (logits):")
         for name, label, step, margin in sorted(misses, key=lambda m: (m[0], m[2], m[1])):
             print(f"  {name:<24} step {step:>3}  {label:<10} margin {margin:.4f}")
+        paired = paired_misses(misses)
+        print(f"missed by ours alone {paired.ours_only}, by the reference's alone {paired.reference_only}, "
+              f"by both {paired.both}; one-sided sign test that ours misses more often: "
+              f"p = {paired.p_ours_worse:.2f} (for information; the verdict is the count)")  # fmt: skip
         ok = ours_forced_n >= ref_forced_n
     print(f"{'pass' if ok else 'FAIL'}: ours must agree with FP32 at least as often as the reference's BF16 "
           f"(teacher-forced steps where observed, else the prefix); {time.perf_counter() - start:.0f} s")
