@@ -9,9 +9,9 @@ im2col product. It also times each stage and the time spent inside those product
 so the rest (attention, norms, activations, glue) is measured as it runs now.
 
 The peak is ``--peak-gflops`` (the machine's float32 rate on all threads), else the
-best rate of a large square BLAS product measured here (``--repeats`` tries): no
-product of the stages can beat the FMA units, and a 3072-cube product is as close to
-them as the BLAS gets, so this is the rate to beat, not a guess. For each stage it
+best rate of a 3072-cube BLAS product measured here (``--repeats`` + 2 tries): the
+closest the BLAS gets to the FMA units, which no product of the stages can beat,
+measured on the same threads instead of taken from a data sheet. For each stage it
 prints the time the products alone need at the peak, and that time plus the rest as
 measured: a lower bound on the stage with this code's other operators. With
 ``--target-ms`` (per stage and clip, e.g. 0.6x the reference's time from
