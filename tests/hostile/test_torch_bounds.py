@@ -296,6 +296,39 @@ def test_shared_containers_are_resolved_once(run_case, tmp_path: Path) -> None: 
     assert result.expect_ok() == [0.0, 1.0]
 
 
+def test_integer_keys_sharing_one_hash_are_refused(run_case, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """80,000 dict keys k * (2**61 - 1), all of one hash: each insert walked all the others before."""
+    p = PickleAssembler().empty_dict().mark()
+    for k in range(1, 80_001):
+        p.int_(k * (2**61 - 1)).none()
+    ckpt = Checkpoint.from_arrays({})
+    ckpt.pickle_bytes = p.setitems().stop()
+    path = ckpt.write_zip(tmp_path / "keys.pt")
+    result = run_case(READ, args={"path": str(path)}, memory_mb=512, timeout_s=20)
+    result.expect_error("CheckpointFormatError", match="keys are strings or integers")
+
+
+@pytest.mark.parametrize("where", ["numel", "size", "protocol"])
+def test_unprintable_values_still_raise_a_checkpoint_error(tmp_path: Path, where: str) -> None:
+    """An integer of 10,000 digits in a field: its message must not fail (Python prints 4300 digits at most)."""
+    huge = 10**10_000
+    ckpt = Checkpoint.from_arrays({"w": np.zeros(2, np.float32)})
+    if where == "protocol":
+        path = ckpt.write_legacy(tmp_path / "model.legacy")
+        data = path.read_bytes()
+        first = PickleAssembler().int_(0x1950A86A20F9469CFC6C).stop()
+        path.write_bytes(first + PickleAssembler().int_(huge).stop() + data[len(first) + 8 :])
+    else:
+        setattr(
+            ckpt.specs["w"],
+            "storage_numel" if where == "numel" else "size",
+            huge if where == "numel" else (huge,),
+        )
+        path = ckpt.write_zip(tmp_path / "model.zip")
+    with pytest.raises(CheckpointFormatError, match="too large to print"):
+        read_torch_checkpoint(path)
+
+
 def test_default_limits_leave_the_resemblyzer_model_a_wide_margin(shared_data: Path) -> None:
     """The real file still reads with a quarter of each default: the defaults are not tight."""
     default = CheckpointLimits()

@@ -54,7 +54,8 @@ class PickleAssembler:
         if 0 <= v < 1 << 31 or -(1 << 31) <= v < 0:
             return self.op(b"J" + struct.pack("<i", v))
         n = (v.bit_length() + 8) // 8
-        return self.op(b"\x8a" + bytes([n]) + v.to_bytes(n, "little", signed=True))
+        head = b"\x8a" + bytes([n]) if n < 256 else b"\x8b" + struct.pack("<I", n)  # LONG1 or LONG4
+        return self.op(head + v.to_bytes(n, "little", signed=True))
 
     def none(self) -> PickleAssembler:
         return self.op(b"N")

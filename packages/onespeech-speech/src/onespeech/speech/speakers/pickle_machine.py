@@ -21,13 +21,21 @@ length, which the caller caps.
 from __future__ import annotations
 
 import struct
+import sys
 from collections import OrderedDict
 from typing import Any, Protocol
 
 from onespeech.speech.errors import CheckpointFormatError
 
-# keys a state dict uses: parameter names, and integer ids in an optimizer's state
-PLAIN_KEYS = (str, int, float, bool, type(None))
+PLAIN_VALUES = (str, int, float, bool, type(None))
+# ints below the modulus hash to themselves, so no two such keys collide; ints the file
+# picks to share one hash would make each dict insert walk all the others (quadratic)
+_HASH_MODULUS = sys.hash_info.modulus
+
+
+def is_plain_key(key: object) -> bool:
+    """A key a state dict uses: a parameter name, or an integer id in an optimizer's state."""
+    return type(key) is str or (type(key) is int and 0 <= key < _HASH_MODULUS)
 
 
 class PickleHandler(Protocol):
@@ -114,8 +122,10 @@ class _Machine:
         if type(target) not in (dict, OrderedDict) or len(items) % 2:
             raise _Malformed(f"SETITEM into a {type(target).__name__} (or an odd number of items)")
         for key, value in zip(items[::2], items[1::2], strict=True):
-            if type(key) not in PLAIN_KEYS:
-                raise _Malformed(f"a dict key of type {type(key).__name__}; keys are strings or numbers")
+            if not is_plain_key(key):
+                raise _Malformed(
+                    f"a dict key of type {type(key).__name__}; keys are strings or integers in 0..2**61-2"
+                )
             target[key] = value
 
     def append(self, target: Any, items: list[Any]) -> None:

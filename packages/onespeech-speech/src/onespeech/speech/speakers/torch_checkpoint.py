@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from onespeech.speech.errors import CheckpointFormatError, CheckpointRefusedError, TorchCheckpointError
-from onespeech.speech.speakers.pickle_machine import PLAIN_KEYS, run_pickle
+from onespeech.speech.speakers.pickle_machine import PLAIN_VALUES, is_plain_key, run_pickle
 
 __all__ = [
     "CheckpointFormatError",
@@ -157,7 +157,10 @@ def _is_index(v: object) -> bool:
 
 
 def _short(v: Any) -> str:
-    text = repr(v)
+    try:
+        text = repr(v)
+    except (ValueError, RecursionError):  # an int of more digits than Python prints, or lists nested too deep
+        return f"(a {type(v).__name__} too large to print)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -185,7 +188,7 @@ def _rebuild_tensor(args: tuple[Any, ...]) -> _TensorRef:
 def _ordered_dict(args: tuple[Any, ...]) -> OrderedDict:
     pairs = args[0] if len(args) == 1 and type(args[0]) in (list, tuple) else None
     if args and (
-        pairs is None or not all(type(p) is tuple and len(p) == 2 and type(p[0]) in PLAIN_KEYS for p in pairs)
+        pairs is None or not all(type(p) is tuple and len(p) == 2 and is_plain_key(p[0]) for p in pairs)
     ):
         raise CheckpointFormatError(
             "collections.OrderedDict called with arguments other than a list of (name, value) pairs"
@@ -314,7 +317,7 @@ def _copy_view(ref: _TensorRef, storage: _Storage, limits: CheckpointLimits, hel
         )
     if not all(_is_index(v) for v in size + stride):
         raise CheckpointFormatError(
-            f"tensor size {size!r} / stride {stride!r} must hold integers >= 0 (below 2**62)"
+            f"tensor size {_short(size)} / stride {_short(stride)} must hold integers >= 0 (below 2**62)"
         )
     base = storage.array
     if base.dtype != ref.storage.dtype:  # by construction; checked because the copy below trusts it
@@ -355,7 +358,7 @@ class _Resolver:
         self.done: dict[int, Any] = {}  # id -> result: a part the pickle shares is resolved once
 
     def value(self, obj: Any, depth: int = 0) -> Any:
-        if type(obj) in PLAIN_KEYS:
+        if type(obj) in PLAIN_VALUES:
             return obj
         if depth > _MAX_DEPTH:
             raise CheckpointFormatError(f"containers nested deeper than {_MAX_DEPTH} levels")
@@ -394,7 +397,7 @@ def _read_legacy(path: str, limits: CheckpointLimits) -> Any:
     protocol, _, pos = _load_pickle(data, pos, f"{path}: protocol version", limits)
     if protocol != LEGACY_PROTOCOL:
         raise CheckpointFormatError(
-            f"{path}: legacy protocol version {protocol!r}; only {LEGACY_PROTOCOL} is known"
+            f"{path}: legacy protocol version {_short(protocol)}; only {LEGACY_PROTOCOL} is known"
         )
     info, _, pos = _load_pickle(data, pos, f"{path}: system info", limits)
     if not (type(info) is dict and info.get("little_endian") is True):
