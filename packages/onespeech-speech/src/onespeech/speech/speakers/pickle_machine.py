@@ -7,7 +7,7 @@ machine runs the opcodes itself and can therefore say what each one may touch:
 
 - it creates only ``None``, booleans, ints, floats, strings, tuples, lists and dicts;
   APPEND goes only into a list it made, SETITEM only into a dict (or an ``OrderedDict``
-  the handler made), with a string or number as the key;
+  the handler made), with a string or a small non-negative integer as the key;
 - GLOBAL, REDUCE, BINPERSID and BUILD are the handler's: it answers a global with a
   token, decides what a call of that token makes, maps persistent ids, and accepts or
   refuses each BUILD. The machine never sets an attribute on anything.
@@ -39,6 +39,8 @@ def is_plain_key(key: object) -> bool:
 
 
 class PickleHandler(Protocol):
+    """The opcodes that give meaning to names: the machine asks, the handler answers or raises."""
+
     def find_global(self, module: str, name: str) -> object: ...
 
     def reduce(self, func: object, args: tuple[Any, ...]) -> object: ...
