@@ -4,6 +4,8 @@ Both layouts torch writes: the legacy stream (Resemblyzer's ``pretrained.pt``) a
 zip archive (torch >= 1.6). The object pickle is assembled opcode by opcode so tests
 can also build hostile variants: :class:`PickleAssembler` emits any global, reduce or
 persistent id, and :func:`state_dict_pickle` takes hooks that rewrite parts of it.
+:func:`write_raw_zip` writes members whose headers say what the test wants
+(:func:`deflated_zeros`: a member that inflates a thousandfold).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +54,8 @@ class PickleAssembler:
         if 0 <= v < 1 << 31 or -(1 << 31) <= v < 0:
             return self.op(b"J" + struct.pack("<i", v))
         n = (v.bit_length() + 8) // 8
-        return self.op(b"\x8a" + bytes([n]) + v.to_bytes(n, "little", signed=True))
+        head = b"\x8a" + bytes([n]) if n < 256 else b"\x8b" + struct.pack("<I", n)  # LONG1 or LONG4
+        return self.op(head + v.to_bytes(n, "little", signed=True))
 
     def none(self) -> PickleAssembler:
         return self.op(b"N")
@@ -88,6 +92,21 @@ class PickleAssembler:
 
     def setitems(self) -> PickleAssembler:
         return self.op(b"u")
+
+    def setitem(self) -> PickleAssembler:
+        return self.op(b"s")
+
+    def pop(self) -> PickleAssembler:
+        return self.op(b"0")
+
+    def build(self) -> PickleAssembler:
+        return self.op(b"b")
+
+    def binput(self, index: int) -> PickleAssembler:
+        return self.op(b"r" + struct.pack("<I", index))
+
+    def binget(self, index: int) -> PickleAssembler:
+        return self.op(b"j" + struct.pack("<I", index))
 
     def appends(self) -> PickleAssembler:
         return self.op(b"e")
@@ -219,3 +238,52 @@ def resemblyzer_state(
     out["linear.weight"] = (rng.uniform(-1, 1, (hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
     out["linear.bias"] = rng.uniform(0, 0.1, hidden).astype(np.float32)
     return out
+
+
+@dataclass(frozen=True)
+class RawMember:
+    """A zip member given as its stored bytes: what its headers declare is up to the test."""
+
+    data: bytes  # as stored in the archive (deflated if ``method`` is 8)
+    crc: int
+    file_size: int  # the inflated size both headers declare
+    method: int = zipfile.ZIP_DEFLATED
+
+
+def deflated_zeros(n_bytes: int) -> RawMember:
+    """``n_bytes`` zero bytes (a multiple of 1 MiB) as a deflate stream of about n_bytes / 1000.
+
+    Each MiB is deflated once and ended with a full flush, which makes the blocks
+    independent: the stream is that block repeated, then an empty final block. The
+    CRC is computed over the zeros in MiB steps (about 1 s per GiB).
+    """
+    mib = 1 << 20
+    if n_bytes % mib:
+        raise ValueError(f"n_bytes={n_bytes} is not a multiple of 1 MiB")
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = deflate.compress(bytes(mib)) + deflate.flush(zlib.Z_FULL_FLUSH)
+    tail = zlib.compressobj(9, zlib.DEFLATED, -15).flush()  # one empty final block
+    crc, zeros = 0, bytes(mib)
+    for _ in range(n_bytes // mib):
+        crc = zlib.crc32(zeros, crc)
+    return RawMember(block * (n_bytes // mib) + tail, crc, n_bytes)
+
+
+def stored(data: bytes) -> RawMember:
+    return RawMember(data, zlib.crc32(data), len(data), zipfile.ZIP_STORED)
+
+
+def write_raw_zip(path: str | Path, members: Mapping[str, RawMember]) -> Path:
+    """A zip archive (no zip64: every member below 4 GiB) whose headers say what ``members`` say."""
+    out, central = bytearray(), bytearray()
+    for name, m in members.items():
+        encoded = name.encode()
+        fields = struct.pack("<HHHHHIII", 20, 0, m.method, 0, 0x21, m.crc, len(m.data), m.file_size)
+        central += b"PK\x01\x02" + struct.pack("<H", 20) + fields
+        central += struct.pack("<HHHHHII", len(encoded), 0, 0, 0, 0, 0, len(out)) + encoded
+        out += b"PK\x03\x04" + fields + struct.pack("<HH", len(encoded), 0) + encoded + m.data
+    start = len(out)
+    out += central
+    out += b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, len(members), len(members), len(central), start, 0)
+    Path(path).write_bytes(bytes(out))
+    return Path(path)
