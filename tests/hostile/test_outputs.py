@@ -311,6 +311,19 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _running_in_group(pgid: int) -> list[int]:
+    """Processes of the group that still run (zombies, left to an init that may not reap them, do not)."""
+    running = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in "ZX":
+            running.append(int(stat_file.parent.name))
+    return running
+
+
 def _interrupt_when_busy(process: subprocess.Popen[str], asr: Path, *, group: bool) -> None:
     """SIGINT once the recognizer's files are mapped (in the process or a worker): it is transcribing."""
     deadline = time.monotonic() + 120
@@ -359,5 +372,6 @@ def test_ctrl_c_prints_one_line_exits_130_and_leaves_nothing_half_written(verb, 
             process.wait()
     assert process.returncode == 130, err
     assert err.count("\n") == 1 and "interrupted" in err, err
+    assert _running_in_group(process.pid) == []  # no worker outlives the command
     _no_partial_outputs(out)
     assert list(spool.iterdir()) == []

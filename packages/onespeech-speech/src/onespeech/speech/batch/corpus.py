@@ -110,8 +110,8 @@ def transcribe_corpus(
     """
     formats = parse_formats(formats)
     start = time.perf_counter()
-    output = prepare_output_dir(output_dir)
     expansion = expand_inputs(list(inputs))
+    output = prepare_output_dir(output_dir)
     _check_paths(output, expansion.items, [Path(p) for p in inputs], formats)
     options = {"model": model, **transcribe_options}
     report = BatchReport(manifest_errors=list(expansion.errors))
