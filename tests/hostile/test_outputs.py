@@ -70,12 +70,13 @@ def _files(folder: Path) -> list[str]:
 # -- #36 item 3: an output never replaces an input ------------------------------------------
 
 
-def test_transcribe_refuses_to_write_its_transcript_over_its_recording(model_args, clips, tmp_path,  # type: ignore[no-untyped-def]
-                                                                        monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("verb", ["transcribe", "batch"])
+def test_refuses_to_write_a_transcript_over_its_recording(verb, model_args, clips, tmp_path,  # type: ignore[no-untyped-def]
+                                                          monkeypatch, capsys) -> None:
     talk = _copy(clips["wav16"], tmp_path / "talk.json")
     before = talk.read_bytes()
     monkeypatch.chdir(tmp_path)
-    code = main(["transcribe", "talk.json", "-f", "json", "-o", ".", *model_args])
+    code = main([verb, "talk.json", "-f", "json", "-o", ".", *model_args])
     assert code == 2
     assert "would overwrite the input talk.json" in capsys.readouterr().err
     assert talk.read_bytes() == before
