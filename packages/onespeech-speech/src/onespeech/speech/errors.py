@@ -25,6 +25,7 @@ __all__ = [
     "DocumentFormatError",
     "EncoderWeightsError",
     "ManifestError",
+    "OutputPathError",
     "ReplayMismatchError",
     "SpeakerModelNotFoundError",
     "TorchCheckpointError",
@@ -74,6 +75,12 @@ class ManifestError(ValueError):
         self.manifest = manifest
         self.line = line
         self.reason = reason
+
+
+class OutputPathError(ValueError):
+    """Outputs that cannot be written safely, found before any work: the output folder is
+    not a writable folder, an output would overwrite an input or another input's output,
+    or an output path would leave the output folder. The message names the paths."""
 
 
 class SpeakerModelNotFoundError(FileNotFoundError):

@@ -9,20 +9,23 @@
   without word times is one cue spanning the segment, its text wrapped into lines.
 
 ``write_outputs`` writes each file under a temporary name in the output directory and
-renames it into place, so an interrupted run never leaves a half-written file.
+renames it into place (``onespeech.speech.atomic``), so an interrupted run never leaves a
+half-written file.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
 from onespeech.qwen3.units import CHARACTER_LANGUAGES, written_units
+from onespeech.speech.atomic import write_atomic
 from onespeech.speech.document import Document, Segment, Word
+from onespeech.speech.output_paths import output_stem
 
 FORMATS = ("txt", "srt", "vtt", "tsv", "json")
 
@@ -165,24 +168,17 @@ def write_outputs(
 ) -> list[Path]:
     """Write ``<input stem>.<format>`` files into ``output_dir`` (created if missing).
 
-    Each file is written under a temporary name and renamed into place.
+    Each file is written under a temporary name and renamed into place, with the
+    mode any new file gets (0o666 less the umask). A stem of ``.`` or ``..`` (a file
+    ``..wav``) is never a name: such an input's outputs are named by its whole name.
     """
     out_dir = Path(output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = Path(input_path).stem
+    stem = output_stem(Path(input_path).name)
     written = []
     for fmt in parse_formats(formats):
         target = out_dir / f"{stem}.{fmt}"
-        handle = tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", newline="\n", dir=out_dir, prefix=f".{stem}.", suffix=f".{fmt}.tmp", delete=False
-        )
-        try:
-            with handle:
-                get_writer(fmt, subtitles).write(document, cast(TextIO, handle))
-            os.replace(handle.name, target)
-        except BaseException:
-            Path(handle.name).unlink(missing_ok=True)
-            raise
+        write_atomic(target, partial(get_writer(fmt, subtitles).write, document))
         written.append(target)
     return written
 

@@ -24,6 +24,7 @@ from onespeech.speech.batch.ray_pool import RayPool
 from onespeech.speech.batch.records import (
     InputStamp,
     Record,
+    claimed_by_other,
     is_current,
     read_record,
     record_path,
@@ -32,6 +33,8 @@ from onespeech.speech.batch.records import (
 from onespeech.speech.batch.report import BatchReport, FileFailure, WorkerLoad
 from onespeech.speech.batch.work import Task, WorkResult
 from onespeech.speech.document import Document
+from onespeech.speech.errors import OutputPathError
+from onespeech.speech.output_paths import check_targets, prepare_output_dir
 from onespeech.speech.writers import parse_formats, write_outputs
 
 DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
@@ -50,6 +53,7 @@ def transcribe_corpus(
     workers: int | None = None,
     ray_address: str | None = None,
     retry_failed: bool = False,
+    overwrite_others: bool = False,
     progress: bool | Progress | None = None,
     **transcribe_options: Any,
 ) -> BatchReport:
@@ -62,9 +66,12 @@ def transcribe_corpus(
         manifests (``.txt``/``.lst``: a path per line; ``.jsonl``: objects with
         ``path`` and optional ``language`` and ``context``).
     output_dir : path
-        Where ``<stem>.<format>`` files go; inputs from folders keep their
-        relative folders. Next to each file's outputs a hidden record holds the
-        input's size, modification time and SHA-256 and the options.
+        Where ``<stem>.<format>`` files go (created if missing; it must be a
+        writable folder); inputs from folders keep their relative folders. Next to
+        each file's outputs a hidden record holds the input's path, size,
+        modification time and SHA-256 and the options. Every output path is
+        checked before any work: it must resolve inside ``output_dir`` and be no
+        input file.
     model, formats, **transcribe_options
         As ``onespeech.speech.transcribe`` and ``onespeech transcribe -f``
         (``aligner``, ``language``, ``context``, ``precision``, ``threads``,
@@ -79,6 +86,10 @@ def transcribe_corpus(
         ``ray://host:10001``).
     retry_failed : bool
         Redo only the files whose record says they failed.
+    overwrite_others : bool
+        Let an input take over outputs that a record says another input finished
+        (same output name, other path and content). Without it such a batch is
+        refused before any work with `OutputPathError` naming both inputs.
     progress : None, False or callable
         None: a tqdm bar over audio hours on stderr when it is a terminal; False:
         none; a callable gets ``("batch", done_seconds, total_seconds)``.
@@ -87,15 +98,25 @@ def transcribe_corpus(
     -------
     BatchReport
         A file's failure is recorded there (error type and message) and in its
-        record; it never stops the batch.
+        record; it never stops the batch. Failing to write a file's outputs (a
+        full disk) is such a failure.
+
+    Raises
+    ------
+    OutputPathError
+        Before any work: ``output_dir`` is not a writable folder, an output would
+        overwrite an input or land outside ``output_dir``, or (without
+        ``overwrite_others``) another input's finished outputs would be replaced.
     """
     formats = parse_formats(formats)
     start = time.perf_counter()
-    output = Path(output_dir)
     expansion = expand_inputs(list(inputs))
+    output = prepare_output_dir(output_dir)
+    _check_paths(output, expansion.items, [Path(p) for p in inputs], formats)
     options = {"model": model, **transcribe_options}
     report = BatchReport(manifest_errors=list(expansion.errors))
     todo: list[tuple[CorpusItem, dict[str, Any]]] = []
+    claimed: list[str] = []
     for item in expansion.items:
         key = _record_options(options, formats, item)
         stem = output / item.rel
@@ -104,10 +125,16 @@ def transcribe_corpus(
             wanted = record is not None and record.status == "failed"
         else:
             wanted = not is_current(record, item.path, key, stem.parent)
+        if wanted and record is not None and claimed_by_other(record, item.path):
+            claimed.append(f"{item.path} would replace {item.rel}.* finished from {record.source}")
         if wanted:
             todo.append((item, key))
         else:
             report.skipped.append(str(item.path))
+    if claimed and not overwrite_others:
+        shown = "; ".join(claimed[:5]) + (f"; and {len(claimed) - 5} more" if len(claimed) > 5 else "")
+        raise OutputPathError(f"{shown}. Give another output folder, or let them replace those outputs "
+                              "(overwrite_others=True, --overwrite-others)")
     durations = [_duration(item.path) for item, _ in todo]
     order = sorted(range(len(todo)), key=lambda i: -durations[i])
     tasks = [Task(i, str(todo[i][0].path), todo[i][0].language, todo[i][0].context) for i in order]
@@ -127,6 +154,15 @@ def transcribe_corpus(
                 bar.advance(seconds)
     report.wall_seconds = time.perf_counter() - start
     return report
+
+
+def _check_paths(output: Path, items: Sequence[CorpusItem], given: Sequence[Path], formats: Sequence[str]) -> None:
+    """Every output and record path resolves inside ``output`` and onto no input (files and manifests)."""
+    targets: list[Path] = []
+    for item in items:
+        stem = output / item.rel
+        targets += [stem.with_name(f"{stem.name}.{fmt}") for fmt in formats] + [record_path(stem)]
+    check_targets(output, targets, [item.path for item in items] + [p for p in given if p.is_file()])
 
 
 def _record_options(options: dict[str, Any], formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
@@ -168,20 +204,36 @@ def _finish(
     formats: Sequence[str],
     report: BatchReport,
 ) -> None:
-    """Write a file's outputs, then its record (the commit mark), and account for it."""
+    """Write a file's outputs, then its record (the commit mark), and account for it.
+
+    A write that fails (a full disk, a folder made read-only meanwhile) is this
+    file's failure; the batch goes on.
+    """
     stem = output / item.rel
     stamp = result.stamp or _stamp_or_unknown(item.path)
+    source = str(item.path.resolve())
     load = report.workers.setdefault(result.worker or "(died)", WorkerLoad())
     load.busy_seconds += result.busy_seconds
+    error = None
     if result.document is None:
         error = {"type": result.error_type or "Error", "message": result.error_message or ""}
-        write_atomic(record_path(stem), Record(stamp, key, "failed", error=error, audio_seconds=seconds).to_json())
+    else:
+        try:
+            check_targets(output, [stem.with_name(f"{stem.name}.{fmt}") for fmt in formats], [item.path])
+            # the item's output name ends in its input's stem, which is what write_outputs names files by
+            written = write_outputs(Document.from_dict(result.document), item.path, stem.parent, formats)
+            record = Record(stamp, key, "done", outputs=[p.name for p in written], audio_seconds=seconds, source=source)
+            write_atomic(record_path(stem), record.to_json())
+        except (OSError, OutputPathError) as e:
+            error = {"type": type(e).__name__, "message": f"writing the outputs: {e}"}
+    if error is not None:
+        failure = Record(stamp, key, "failed", error=error, audio_seconds=seconds, source=source)
+        try:
+            write_atomic(record_path(stem), failure.to_json())
+        except OSError as e:  # the report still says what happened; the next run redoes the file
+            error["message"] += f" (its record could not be written either: {e})"
         report.failed.append(FileFailure(str(item.path), error["type"], error["message"]))
         return
-    # the item's output name ends in its input's stem, which is what write_outputs names files by
-    written = write_outputs(Document.from_dict(result.document), item.path, stem.parent, formats)
-    names = [path.name for path in written]
-    write_atomic(record_path(stem), Record(stamp, key, "done", outputs=names, audio_seconds=seconds).to_json())
     report.done.append(str(item.path))
     report.audio_seconds += seconds
     load.files += 1

@@ -1,6 +1,7 @@
 """The files of a corpus: paths, folders and manifests expanded into work items.
 
-An input is a file, a folder (searched recursively for audio extensions) or a
+An input is a file, a folder (searched recursively for audio extensions,
+following symlinked subfolders, each folder once) or a
 manifest (``.txt``/``.lst``: one path per line; ``.jsonl``: one object per line
 with ``path`` and optional ``language`` and ``context``). Relative paths in a
 manifest are relative to the manifest's folder. Each item keeps the path it
@@ -19,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.speech.errors import ManifestError
+from onespeech.speech.output_paths import output_names, output_stem
 
 AUDIO_EXTENSIONS = frozenset(
     {".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".aiff", ".aif", ".au", ".caf", ".w64", ".m4a"}
@@ -62,7 +64,8 @@ def expand_inputs(inputs: list[str | os.PathLike[str]]) -> Expansion:
     not cost a night's run); a bad manifest line is collected in ``errors`` and the
     rest of the manifest goes on. An audio file reached twice is kept once.
     Two files in one folder with the same stem (``a.wav``, ``a.flac``) raise
-    ``ValueError``: their outputs would overwrite each other.
+    `OutputPathError` (a ``ValueError``): their outputs would overwrite each other.
+    A folder that cannot be listed raises ``ValueError`` naming it.
     """
     if not inputs:
         raise ValueError("no inputs; give audio files, folders or manifests (.txt, .lst, .jsonl)")
@@ -77,15 +80,34 @@ def expand_inputs(inputs: list[str | os.PathLike[str]]) -> Expansion:
             items.extend(found)
             errors.extend(bad)
         elif path.is_file():
-            items.append(CorpusItem(path, PurePosixPath(path.stem)))
+            items.append(CorpusItem(path, PurePosixPath(output_stem(path.name))))
         else:
             raise FileNotFoundError(f"input {path} does not exist")
     return Expansion(_unique(items), errors)
 
 
 def _folder_items(folder: Path) -> list[CorpusItem]:
-    found = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_EXTENSIONS)
-    return [CorpusItem(p, PurePosixPath(p.relative_to(folder).with_suffix("").as_posix())) for p in found]
+    """Every audio file below ``folder``, through symlinked subfolders too, each folder once."""
+    found: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    for root, dirs, files in os.walk(folder, followlinks=True, onerror=_unlistable):
+        stat = os.stat(root)
+        if (stat.st_dev, stat.st_ino) in seen:  # a link back up the tree, or a second link to one folder
+            dirs.clear()
+            continue
+        seen.add((stat.st_dev, stat.st_ino))
+        dirs.sort()
+        found += [Path(root, name) for name in files if Path(name).suffix.lower() in AUDIO_EXTENSIONS]
+    items = []
+    for path in sorted(p for p in found if p.is_file()):
+        rel = PurePosixPath(path.relative_to(folder).as_posix())
+        items.append(CorpusItem(path, rel.with_name(output_stem(rel.name))))
+    return items
+
+
+def _unlistable(error: OSError) -> None:
+    raise ValueError(f"cannot list the folder {error.filename}: {error.strerror}; every file below an input "
+                     "folder is transcribed, so fix its permissions or leave it out") from None
 
 
 def _manifest_items(manifest: Path) -> tuple[list[CorpusItem], list[ManifestError]]:
@@ -131,7 +153,7 @@ def _manifest_item(manifest: Path, entry: dict[str, object]) -> CorpusItem:
     language, context = entry.get("language"), entry.get("context")
     return CorpusItem(
         path,
-        PurePosixPath(path.stem),
+        PurePosixPath(output_stem(path.name)),
         language if isinstance(language, str) else None,
         context if isinstance(context, str) else None,
     )
@@ -143,22 +165,5 @@ def _unique(items: list[CorpusItem]) -> list[CorpusItem]:
     for item in items:
         seen.setdefault(item.path.resolve(), item)
     kept = list(seen.values())
-    groups: dict[PurePosixPath, list[int]] = {}
-    for index, item in enumerate(kept):
-        groups.setdefault(item.rel, []).append(index)
-    for indexes in groups.values():
-        if len(indexes) > 1:
-            paths = [kept[i].path.resolve() for i in indexes]
-            base = Path(os.path.commonpath(paths))
-            for i, path in zip(indexes, paths, strict=True):
-                rel = PurePosixPath(path.relative_to(base).with_suffix("").as_posix())
-                kept[i] = CorpusItem(kept[i].path, rel, kept[i].language, kept[i].context)
-    names: dict[PurePosixPath, Path] = {}
-    for item in kept:
-        if item.rel in names:
-            raise ValueError(
-                f"{item.path} and {names[item.rel]} would both write '{item.rel}.*' "
-                "(same folder and stem); rename one of them"
-            )
-        names[item.rel] = item.path
-    return kept
+    names = output_names([item.path for item in kept], [item.rel for item in kept])
+    return [CorpusItem(item.path, name, item.language, item.context) for item, name in zip(kept, names, strict=True)]

@@ -4,14 +4,19 @@ Each worker takes one task at a time over its own pipe, so when a worker dies
 (killed, out of memory, a crash in native code) the driver knows exactly which
 file it was on: that file is retried once on a fresh worker and then recorded
 as failed, and every other file goes on. Workers start with ``spawn`` so no
-thread or OpenMP state of the driver leaks into them.
+thread or OpenMP state of the driver leaks into them. Workers ignore SIGINT: a
+Ctrl-C at the terminal reaches the whole process group, and the driver alone
+decides, stopping every worker at once (no traceback from each of them).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
+import threading
 from collections import deque
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -22,6 +27,7 @@ MAX_ATTEMPTS = 2  # a file whose worker dies twice is recorded as failed
 
 
 def _worker_main(conn: Connection, options: dict[str, Any]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker = Worker(options)
     try:
         while (task := conn.recv()) is not None:
@@ -52,7 +58,8 @@ class LocalPool:
     def _start(self) -> _Slot:
         parent, child = self._context.Pipe()
         process = self._context.Process(target=_worker_main, args=(child, self._options), daemon=True)
-        process.start()
+        with _sigint_ignored():  # inherited by the child until _worker_main ignores it for good
+            process.start()
         child.close()
         return _Slot(process, parent)
 
@@ -95,8 +102,12 @@ class LocalPool:
         slot.process.join(timeout=5)
         return None
 
-    def close(self) -> None:
+    def close(self, *, at_once: bool = False) -> None:
+        """Stop the workers: after their current file, or ``at_once`` (killed, the driver was interrupted)."""
         for slot in self._slots:
+            if at_once:
+                slot.process.kill()
+                continue
             try:
                 slot.conn.send(None)
             except (BrokenPipeError, OSError):
@@ -111,5 +122,22 @@ class LocalPool:
     def __enter__(self) -> LocalPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.close(at_once=kind is not None)
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while a worker starts, so a Ctrl-C in its first moments cannot hit it.
+
+    A spawned interpreter that inherits SIGINT ignored installs no KeyboardInterrupt
+    handler; only the main thread may change signal handlers, so other threads skip this.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

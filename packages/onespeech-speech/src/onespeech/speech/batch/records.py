@@ -1,7 +1,7 @@
 """The resume record kept next to each input's outputs.
 
-A record says which input produced the outputs (size, modification time and
-SHA-256), with which options, and whether it succeeded. It is written last and
+A record says which input produced the outputs (its resolved path, size,
+modification time and SHA-256), with which options, and whether it succeeded. It is written last and
 atomically, after every output, so it is the commit mark of one file: a run
 killed at any moment leaves each input either recorded with complete outputs
 or not recorded (its outputs are then redone).
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from onespeech.kernels.jsonfile import loads_json
+from onespeech.speech.atomic import write_atomic
+
+__all__ = ["InputStamp", "Record", "claimed_by_other", "file_sha256", "is_current", "read_record", "record_path",
+           "write_atomic"]
 
 RECORD_VERSION = 1
 _HASH_BLOCK = 1 << 20
@@ -57,6 +59,9 @@ class Record:
         ``{"type": ..., "message": ...}`` when failed.
     audio_seconds : float
         The input's duration (0 when it could not be read).
+    source : str or None
+        The input's resolved path, so that another input with the same output name
+        cannot take the outputs over unnoticed (None in records written before it was kept).
     """
 
     input: InputStamp
@@ -65,6 +70,7 @@ class Record:
     outputs: list[str] = field(default_factory=list)
     error: dict[str, str] | None = None
     audio_seconds: float = 0.0
+    source: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"version": RECORD_VERSION, **asdict(self)}, ensure_ascii=False, sort_keys=True)
@@ -81,6 +87,7 @@ class Record:
             outputs=list(data["outputs"]),
             error=data["error"],
             audio_seconds=float(data["audio_seconds"]),
+            source=data.get("source"),
         )
 
 
@@ -111,24 +118,21 @@ def is_current(record: Record | None, source: Path, options: dict[str, Any], fol
     return stat.st_mtime_ns == record.input.mtime_ns or file_sha256(source) == record.input.sha256
 
 
+def claimed_by_other(record: Record | None, source: Path) -> bool:
+    """True when ``record`` finished outputs for another input than ``source``.
+
+    The same content at another path (a corpus that was moved) is not another input.
+    """
+    if record is None or record.status != "done" or record.source is None:
+        return False
+    if Path(record.source) == source.resolve():
+        return False
+    return source.stat().st_size != record.input.size or file_sha256(source) != record.input.sha256
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(_HASH_BLOCK):
             digest.update(block)
     return digest.hexdigest()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -2,9 +2,11 @@
 
 Inputs are audio files, folders (recursively) and manifests (``.txt``/``.lst``,
 ``.jsonl`` with per-file language and context). Every model and output option
-of ``onespeech transcribe`` applies. Prints the report on stderr; exit status
-0 when every file succeeded or was already done, 1 when any failed (or a
-manifest line was bad), 2 for usage errors.
+of ``onespeech transcribe`` applies. ``-o`` and every output path are checked
+before any work. Prints the report on stderr; exit status 0 when every file
+succeeded or was already done, 1 when any failed (or a manifest line was bad),
+2 for usage errors, 130 when interrupted (Ctrl-C: files finished before it are
+recorded, a rerun goes on from there).
 """
 
 from __future__ import annotations
@@ -29,10 +31,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="run on Ray (pip install 'onespeech-speech[ray]'): no address starts a local "
                              "instance; 'auto' or ray://host:port joins a cluster")
     parser.add_argument("--retry-failed", action="store_true", help="redo only the files that failed last time")
+    parser.add_argument("--overwrite-others", action="store_true",
+                        help="let an input replace outputs that another input (same name, other path) finished")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("onespeech batch: interrupted; the files finished before it are recorded, run it again to go on",
+              file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from onespeech.speech.batch import transcribe_corpus
     from onespeech.speech.cli import transcriber_options
     from onespeech.speech.writers import parse_formats
@@ -45,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--workers {args.workers}: it must be at least 1")
         report = transcribe_corpus(
             args.inputs, args.output_dir, model=model, formats=formats, workers=args.workers,
-            ray_address=args.ray, retry_failed=args.retry_failed, **options,
+            ray_address=args.ray, retry_failed=args.retry_failed, overwrite_others=args.overwrite_others, **options,
         )
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"onespeech batch: {error}", file=sys.stderr)

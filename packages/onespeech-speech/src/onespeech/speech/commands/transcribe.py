@@ -2,8 +2,12 @@
 
 One line per file on stderr with its audio time and real-time factor; outputs are
 ``<input stem>.<format>`` in the output directory, each written under a temporary
-name and renamed. A failing file is reported and the others go on. Exit status 0
-when every file succeeded, 1 when some failed, 2 for usage errors.
+name and renamed. Inputs that share a stem keep their folders relative to the
+folder they share, as ``batch`` does. Every output path is settled before any model
+loads: ``-o`` must be (or become) a writable folder, and no output may overwrite an
+input or another input's output. A failing file is reported and the others go on.
+Exit status 0 when every file succeeded, 1 when some failed, 2 for usage errors,
+130 when interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 
 ORDER = 10
 
@@ -25,23 +31,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        # every output is written under a temporary name and renamed, so nothing is half-written
+        print("onespeech transcribe: interrupted; the files finished before it are written", file=sys.stderr)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from onespeech.speech.cli import transcriber_options
     from onespeech.speech.transcribe import Transcriber
     from onespeech.speech.writers import parse_formats, write_outputs
 
     try:
         formats = parse_formats(args.format)
+        plan = plan_outputs([Path(f) for f in args.files], Path(args.output_dir), formats)
         transcriber = Transcriber(**transcriber_options(args))
     except (TypeError, ValueError) as error:
         print(f"onespeech transcribe: {error}", file=sys.stderr)
         return 2
     failed = 0
     with transcriber:
-        for path in args.files:
+        for path, folder in plan:
             started = time.perf_counter()
             try:
                 document = transcriber.transcribe(path)
-                outputs = write_outputs(document, path, args.output_dir, formats)
+                outputs = write_outputs(document, path, folder, formats)
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # noqa: BLE001 - one failing file must not stop the others
@@ -55,3 +71,24 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{path}: {document.duration:.1f} s of audio in {elapsed:.1f} s (RTF {rtf:.2f}) -> {names}",
                       file=sys.stderr)
     return 1 if failed else 0
+
+
+def plan_outputs(files: Sequence[Path], output_dir: Path, formats: Sequence[str]) -> list[tuple[Path, Path]]:
+    """(input, the folder its outputs go to) per distinct input, every output path checked.
+
+    Creates ``output_dir``; raises `OutputPathError` when it is not a writable folder,
+    when two inputs would write one output, or when an output would overwrite an input
+    or land outside ``output_dir``.
+    """
+    from onespeech.speech.output_paths import check_targets, output_names, output_stem, prepare_output_dir
+
+    output_dir = prepare_output_dir(output_dir)
+    seen: dict[Path, Path] = {}
+    for path in files:
+        seen.setdefault(path.resolve(), path)  # a file given twice is transcribed once
+    distinct = list(seen.values())
+    names = output_names(distinct, [PurePosixPath(output_stem(path.name)) for path in distinct])
+    plan = [(path, output_dir / name.parent) for path, name in zip(distinct, names, strict=True)]
+    targets = [folder / f"{output_stem(path.name)}.{fmt}" for path, folder in plan for fmt in formats]
+    check_targets(output_dir, targets, distinct)
+    return plan
