@@ -26,6 +26,7 @@ __all__ = [
     "EncoderWeightsError",
     "ManifestError",
     "ReplayMismatchError",
+    "SessionFinishedError",
     "SpeakerModelNotFoundError",
     "TorchCheckpointError",
     "TranscriptionCancelled",
@@ -96,3 +97,7 @@ class CheckpointRefusedError(TorchCheckpointError):
 class CheckpointFormatError(TorchCheckpointError):
     """The file is not a well-formed checkpoint (bad archive, truncated stream, a tensor view
     outside its storage, a storage whose bytes do not match its declared size)."""
+
+
+class SessionFinishedError(ValueError):
+    """Audio pushed to a live session after its ``finish()``; ``reset()`` starts a new stream."""

@@ -1,6 +1,7 @@
 """``WS /v1/audio/stream``: a LiveSession over a WebSocket.
 
-Query parameters: ``sample_rate`` (default 16000; other rates are resampled),
+Query parameters: ``sample_rate`` (default 16000; 1000 to 768000 Hz, the rate rule of
+every input path, checked before any frame is read; other rates than 16000 are resampled),
 ``encoding`` (``pcm_s16le``, the default, or ``pcm_f32le``), ``language`` (forces it).
 
 Client -> server: binary frames of mono PCM in that encoding (any size; a frame may
@@ -23,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.errors import SampleRateError
+from onespeech.features.pcm import SAMPLE_RATE, check_sample_rate
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.speech.live_chunks import ClosedChunk, LiveChunker
 from onespeech.speech.server.backend import Backend
@@ -41,6 +44,7 @@ ENCODINGS: dict[str, np.dtype] = {"pcm_s16le": np.dtype("<i2"), "pcm_f32le": np.
 _CLOSE_BAD_INPUT, _CLOSE_TRY_LATER, _CLOSE_INTERNAL = 1008, 1013, 1011
 
 
+_DIGITS = re.compile(r"[0-9]{1,18}")  # a few more digits than any rate: 10**14 is named as a number
 _MAX_WAITING_CHUNKS = 2  # closed chunks a session holds before it stops reading the socket
 
 
@@ -168,13 +172,7 @@ async def _send_error(websocket: WebSocket, error: ApiError) -> None:
 
 def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, str | None]:
     query = websocket.query_params
-    try:
-        sample_rate = int(query.get("sample_rate", SAMPLE_RATE))
-    except ValueError:
-        sample_rate = 0
-    if sample_rate < 1:
-        raise bad_request(f"sample_rate={query.get('sample_rate')!r}; give a positive whole number of Hz",
-                          "invalid_sample_rate", "sample_rate")
+    sample_rate = parse_sample_rate(query.get("sample_rate"))
     encoding = query.get("encoding", "pcm_s16le")
     if encoding not in ENCODINGS:
         raise bad_request(f"encoding={encoding!r}; use one of {list(ENCODINGS)}", "invalid_encoding", "encoding")
@@ -182,6 +180,22 @@ def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, 
     if language is not None:
         backend.check_language(language)
     return sample_rate, ENCODINGS[encoding], language
+
+
+def parse_sample_rate(text: str | None) -> int:
+    """The ``sample_rate`` query parameter: ASCII digits, within the rate rule of every input path.
+
+    Checked when the socket opens, before any frame is read or any resampler starts
+    (``onespeech.features.pcm.check_sample_rate``: 1000 to 768000 Hz).
+    """
+    if text is None:
+        return SAMPLE_RATE
+    try:
+        # anything but ASCII digits is left a string, which the rule refuses as not a whole number
+        return check_sample_rate(int(text) if _DIGITS.fullmatch(text) else text[:40], "sample_rate",
+                                 subject="the query asks for")
+    except SampleRateError as error:
+        raise bad_request(str(error), "invalid_sample_rate", "sample_rate") from None
 
 
 def _check_finish(text: str | None) -> None:
