@@ -296,3 +296,27 @@ def test_websocket_rates_outside_the_rule_are_refused_and_the_server_keeps_answe
     assert accepted["close"] == 1000 and accepted["messages"][-1]["type"] == "done"
     assert accepted["messages"][-1]["duration"] == pytest.approx(32768 / 8000, abs=0.01)
     assert value["health"] == 200
+
+
+@settings(max_examples=300, deadline=None)
+@given(query=st.one_of(st.integers(-(10**20), 10**20).map(str), st.integers(0, 2 * MAX_INPUT_SAMPLE_RATE).map(str),
+                       st.integers(0, 10**6).map(lambda n: "0" * 30 + str(n)),
+                       st.text(max_size=30), st.sampled_from(["1e3", " 16000", "16000 ", "16_000", "+16000", "0x3e80",
+                                                              "\u0661\u0666\u0660\u0660\u0660", "16000.0", ""])))
+def test_websocket_sample_rate_query_follows_the_rule(query: str) -> None:
+    pytest.importorskip("starlette", reason="needs onespeech-speech[server]")
+    from types import SimpleNamespace
+
+    from onespeech.speech.server.errors import ApiError
+    from onespeech.speech.server.websocket import _parameters
+
+    websocket = SimpleNamespace(query_params={"sample_rate": query})
+    plain = query.isascii() and query.isdigit()
+    if plain and MIN_INPUT_SAMPLE_RATE <= int(query) <= MAX_INPUT_SAMPLE_RATE:
+        rate, _, _ = _parameters(websocket, None)  # type: ignore[arg-type]
+        assert rate == int(query)
+        return
+    with pytest.raises(ApiError) as caught:  # before: any int() parse above 0 was taken (10**14, 1, "16_000")
+        _parameters(websocket, None)  # type: ignore[arg-type]
+    assert caught.value.status == 400 and caught.value.code == "invalid_sample_rate"
+    assert caught.value.param == "sample_rate" and RANGE in caught.value.message
