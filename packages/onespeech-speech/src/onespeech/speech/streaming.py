@@ -149,6 +149,9 @@ class LiveSession:
 
     Use as a context manager, or call ``close``. ``push`` and ``finish`` return
     ``Segment`` objects with source-clock times in seconds from the first sample.
+    After ``finish`` the session refuses ``push`` until ``reset``. One call at a time:
+    ``push``, ``finish``, ``reset`` and ``close`` hold the session's lock, so calls
+    from several threads are serialized (docs/streaming.md, "Limits").
     """
 
     def __init__(
