@@ -45,17 +45,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from onespeech.kernels import ModelIntegrityError
     from onespeech.speech.cli import transcriber_options
-    from onespeech.speech.streaming import LiveSession
 
     options = transcriber_options(args)
     options.pop("progress", None)
     try:
         blocks = _input_blocks(args)  # the input is told apart (and refused) before any model loads
+    except KeyboardInterrupt:
+        return 130
     except (ValueError, OSError) as error:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    try:
+        return _run_session(args, options, blocks)
+    finally:
+        blocks.close()  # a decoded stdin's spool goes with it (the source also deletes it when collected)
+
+
+def _run_session(args: argparse.Namespace, options: dict, blocks: Generator[tuple[np.ndarray, int], None, None]) -> int:
+    from onespeech.kernels import ModelIntegrityError
+    from onespeech.speech.streaming import LiveSession
+
     try:
         session = LiveSession(**options)
     except (TypeError, ValueError, OSError, ModelIntegrityError) as error:
@@ -74,8 +84,6 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError, RuntimeError, ModelIntegrityError) as error:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    finally:
-        blocks.close()  # a decoded stdin's spool goes with it
     return 0
 
 
