@@ -1,4 +1,4 @@
-"""`onespeech stream -`: raw S16LE or a WAV stream on stdin, finals on stdout as they come."""
+"""`onespeech stream -`: a WAV stream, raw S16LE (--rate) or an audio file on stdin, finals on stdout as they come."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _stream(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 
 
 def test_raw_pcm_prints_each_final_with_times(monkeypatch, capsys, runtime_dirs, vad_path, pcm16, want) -> None:  # type: ignore[no-untyped-def]
-    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, pcm16.astype("<i2").tobytes())
+    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, pcm16.astype("<i2").tobytes(), "--rate", "16000")
     assert len(want) >= 2
     assert lines == [text_line(s) for s in want]
 
@@ -72,7 +72,7 @@ def test_with_an_aligner_jsonl_has_the_sessions_timed_words(monkeypatch, capsys,
         want = session.push(pcm16) + session.finish()
     assert sum(w.start is not None for s in want for w in s.words) >= 2
     lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, pcm16.astype("<i2").tobytes(), "--format", "jsonl",
-                    "-l", "en", "--aligner", str(runtime_dirs.aligner))
+                    "-l", "en", "--aligner", str(runtime_dirs.aligner), "--rate", "16000")
     assert [json.loads(line) for line in lines] == [asdict(s) for s in want]  # the segment as the Document JSON has it
 
 
@@ -85,7 +85,38 @@ def test_a_damaged_model_is_reported_without_a_traceback(monkeypatch, capsys, ru
     tensor_file.write_bytes(tensor_file.read_bytes()[:-4096])  # cut short, as an interrupted copy leaves it
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
-    status = main(["stream", "-", "-m", str(damaged), "--threads", "1"])
+    status = main(["stream", "-", "-m", str(damaged), "--threads", "1", "--rate", "16000"])
     err = capsys.readouterr().err
     assert status == 1
     assert err.startswith("onespeech stream: ") and tensor_file.name in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("clip", ["flac", "mp3"])
+def test_an_audio_file_on_stdin_is_decoded_as_the_file_path_decodes_it(  # type: ignore[no-untyped-def]
+        monkeypatch, capsys, runtime_dirs, vad_path, clips, clip: str) -> None:
+    # before: FLAC or MP3 bytes were read as raw PCM: noise, nothing printed, exit status 0
+    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
+        want = session.push(load_audio(clips[clip])) + session.finish()
+    assert want
+    lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, clips[clip].read_bytes())
+    assert lines == [text_line(s) for s in want]
+
+
+@pytest.mark.parametrize(("data", "extra", "says"), [
+    pytest.param(b"hello, this is not audio\n" * 20, (), "text", id="text"),
+    pytest.param("Grüße, Welt\n".encode() * 30, ("--rate", "16000"), "text", id="utf-8 text as raw PCM"),
+    pytest.param(np.random.default_rng(0).integers(0, 256, 70000, dtype=np.uint8).tobytes(), (), "libsndfile",
+                 id="binary garbage"),
+    pytest.param(b"", (), "empty", id="nothing"),
+])
+def test_stdin_that_is_not_audio_is_refused_naming_the_accepted_inputs(  # type: ignore[no-untyped-def]
+        monkeypatch, capsys, runtime_dirs, vad_path, data: bytes, extra: tuple[str, ...], says: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
+    status = main(["stream", "-", "-m", str(runtime_dirs.asr), "--threads", "1", *extra])
+    out = capsys.readouterr()
+    assert status == 1 and out.out == ""
+    assert out.err.startswith("onespeech stream: UnreadableAudioError: <stdin>: ") and says in out.err
+    for accepted in ("WAV stream", "FLAC", "MP3", "raw 16-bit little-endian mono PCM with --rate"):
+        assert accepted in out.err
+    assert "Traceback" not in out.err

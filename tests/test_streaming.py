@@ -171,3 +171,27 @@ def test_session_errors_say_what_is_wrong(session: LiveSession, runtime_dirs, va
     closed.close()
     with pytest.raises(ObjectClosedError):
         closed.push(np.zeros(10, dtype=np.float32))
+
+
+def test_a_cancelled_push_loses_no_final_and_repeats_none(session: LiveSession, joined_pcm: np.ndarray,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from onespeech.qwen3.errors import RecognitionCancelled
+    from onespeech.speech import streaming
+
+    want = _run(session, joined_pcm, joined_pcm.shape[0])
+    assert len(want) >= 3
+    real, calls = streaming.chunk_final, []
+
+    def cancelled_once(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:  # the second chunk's recognition is cancelled
+            raise RecognitionCancelled("cancelled")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streaming, "chunk_final", cancelled_once)
+    session.reset()
+    with pytest.raises(RecognitionCancelled):
+        session.push(joined_pcm)  # the block is taken; its chunks wait for the next call
+    assert session.samples_heard == joined_pcm.shape[0]
+    # before: the first final and the cancelled chunk were gone
+    assert session.finish() == want

@@ -13,7 +13,8 @@ so the source can be replayed (file transcription replays it through a fresh VAD
 the spool is deleted when the source closes.
 
 Limits, so that a small or hostile input cannot cause unbounded work:
-- input sample rates from 1000 Hz to 768 kHz (`SampleRateError` otherwise): a header
+- input sample rates from 1000 Hz to 768 kHz (`SampleRateError` otherwise; the rule of
+  every input path, ``onespeech.features.pcm.check_sample_rate``): a header
   claiming 1 Hz turned 48 KB of WAV into 384 M samples; 1000 Hz bounds the upsampling
   to 16x (8 kHz telephony and every real rate pass);
 - each decode step reads at most 4 Mi values (all channels) and produces at most
@@ -41,18 +42,15 @@ import soxr
 from onespeech.features.errors import (
     CorruptAudioError,
     NoChannelsError,
-    SampleRateError,
     SpoolLimitError,
     TruncatedAudioError,
     UnreadableAudioError,
 )
-from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.pcm import SAMPLE_RATE, check_sample_rate
 from onespeech.features.pcm_header import pcm_shortfall
 from onespeech.kernels.errors import ObjectClosedError
 
 DEFAULT_BLOCK_FRAMES = 1 << 16  # input frames read per block (~1.5 s at 44.1 kHz)
-MIN_INPUT_SAMPLE_RATE = 1000  # at most 16x upsampling to 16 kHz
-MAX_INPUT_SAMPLE_RATE = 768_000  # the highest rate in use (768 kHz PCM)
 MAX_BLOCK_VALUES = 1 << 22  # decoded float32 values per read, all channels: 16 MiB
 MAX_BLOCK_SAMPLES = 1 << 20  # 16 kHz output samples per block: 4 MiB, 65.5 s
 DEFAULT_MAX_SPOOL_BYTES = 2 << 30  # 2 GiB: ~3 h of 48 kHz stereo 16-bit WAV
@@ -143,13 +141,7 @@ class AudioFileSource:
         self.position = 0  # 16 kHz samples yielded so far by the current iteration
 
     def _check_header(self) -> None:
-        rate = self.input_sample_rate
-        if not MIN_INPUT_SAMPLE_RATE <= rate <= MAX_INPUT_SAMPLE_RATE:
-            raise SampleRateError(
-                self.name, f"the header declares a sample rate of {rate} Hz; audio from {MIN_INPUT_SAMPLE_RATE} "
-                f"to {MAX_INPUT_SAMPLE_RATE} Hz is accepted (a damaged or hostile header otherwise turns a "
-                "small file into unbounded work)"
-            )
+        rate = check_sample_rate(self.input_sample_rate, self.name, subject="the header declares a sample rate of")
         if self._stream is not None:
             start = self._stream_start
             size = self._stream.seek(0, os.SEEK_END) - start

@@ -63,6 +63,23 @@ class PcmPowerOverflowError(PcmError):
         )
 
 
+class PcmScaleError(PcmError):
+    """Float samples far beyond [-1, 1]: integer-scale PCM given as floats (the first such sample is named)."""
+
+    def __init__(self, index: int, value: float, limit: float) -> None:
+        self.index = index
+        self.value = value
+        self.limit = limit
+        super().__init__(
+            f"sample {index} is {value:g}; float PCM samples must be in [-1, 1] (peaks up to {limit:g} are "
+            "taken as unclipped float audio); this looks like integer PCM stored as floats: divide 16-bit "
+            "samples by 32768 (or pass the int16 array itself)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.index, self.value, self.limit))
+
+
 class AudioError(ValueError):
     """An audio file that cannot be decoded; ``path`` names it."""
 

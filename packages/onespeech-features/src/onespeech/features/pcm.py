@@ -15,9 +15,11 @@ import numpy as np
 from onespeech.features.errors import (
     NonFiniteSampleError,
     PcmPowerOverflowError,
+    PcmScaleError,
     PcmShapeError,
     PcmTooLongError,
     PcmTooShortError,
+    SampleRateError,
 )
 
 SAMPLE_RATE = 16000
@@ -27,6 +29,10 @@ MAX_CHUNK_SAMPLES = CHUNK_SECONDS * SAMPLE_RATE  # 480000
 ALIGNMENT_MAX_SECONDS = 300  # the forced aligner's bounded input
 ALIGNMENT_MAX_SAMPLES = ALIGNMENT_MAX_SECONDS * SAMPLE_RATE  # 4800000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+# every input path (a file header, a live push, the WebSocket's query, stdin) takes rates in this range
+MIN_INPUT_SAMPLE_RATE = 1000  # at most 16x upsampling to 16 kHz (8 kHz telephony and every real rate pass)
+MAX_INPUT_SAMPLE_RATE = 768_000  # the highest rate in use (768 kHz PCM)
+MAX_FLOAT_PEAK = 2.0  # float input: [-1, 1] plus 6 dB for unclipped float audio; int16 scale is far beyond
 
 
 def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None, allow_empty: bool = True) -> np.ndarray:
@@ -101,3 +107,63 @@ def _check_finite(array: np.ndarray) -> None:
     if not finite.all():
         index = int(np.argmin(finite))
         raise NonFiniteSampleError(index, float(array[index]))
+
+
+def check_sample_rate(rate: object, source: str, *, subject: str = "the sample rate is") -> int:
+    """The input sample-rate rule of every path, checked before any resampler starts.
+
+    A rate outside 1000..768000 Hz turns a small input into unbounded work: a 1 Hz
+    header made 48 KB of WAV into 384 M samples, and soxr spins on a rate of 10**14.
+
+    Parameters
+    ----------
+    rate : int
+        The rate the input declares (a file header, a ``push`` argument, a query parameter).
+    source : str
+        Names the input in the message (a file name, ``<stdin>``, ``sample_rate``).
+    subject : str
+        Words before the rate in the message ("the header declares a sample rate of").
+
+    Returns
+    -------
+    int
+        The rate as a Python int.
+
+    Raises
+    ------
+    SampleRateError
+        Not a whole number of Hz, or outside 1000..768000 Hz (the message gives the range).
+    """
+    accepted = f"audio from {MIN_INPUT_SAMPLE_RATE} to {MAX_INPUT_SAMPLE_RATE} Hz is accepted"
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, np.integer)):
+        raise SampleRateError(source, f"{subject} {rate!r}, not a whole number of Hz; {accepted}")
+    if not MIN_INPUT_SAMPLE_RATE <= rate <= MAX_INPUT_SAMPLE_RATE:
+        raise SampleRateError(source, f"{subject} {rate} Hz; {accepted} (outside it a small input turns into "
+                              "unbounded resampling work)")
+    return int(rate)
+
+
+def check_float_samples(array: np.ndarray, offset: int = 0) -> None:
+    """The value rules for float samples that arrive in blocks: finite, and on the [-1, 1] scale.
+
+    ``validate_pcm`` does not bound values (decoded files are on that scale by
+    construction); a live block is refused when a sample exceeds ``MAX_FLOAT_PEAK`` in
+    magnitude, which catches integer PCM passed as floats (peaks in the thousands)
+    while leaving room for the overs of unclipped float audio. ``offset`` is the
+    block's first index in the whole stream, so the message names the stream's sample.
+
+    Raises
+    ------
+    NonFiniteSampleError
+        A NaN or infinite sample.
+    PcmScaleError
+        A sample beyond +-``MAX_FLOAT_PEAK``.
+    """
+    try:
+        _check_finite(array)
+    except NonFiniteSampleError as error:
+        raise NonFiniteSampleError(offset + error.index, error.value) from None
+    if array.shape[0]:
+        index = int(np.argmax(np.abs(array)))
+        if abs(float(array[index])) > MAX_FLOAT_PEAK:
+            raise PcmScaleError(offset + index, float(array[index]), MAX_FLOAT_PEAK)

@@ -27,6 +27,7 @@ __all__ = [
     "ManifestError",
     "OutputPathError",
     "ReplayMismatchError",
+    "SessionFinishedError",
     "SpeakerModelNotFoundError",
     "TorchCheckpointError",
     "TranscriptionCancelled",
@@ -103,3 +104,7 @@ class CheckpointRefusedError(TorchCheckpointError):
 class CheckpointFormatError(TorchCheckpointError):
     """The file is not a well-formed checkpoint (bad archive, truncated stream, a tensor view
     outside its storage, a storage whose bytes do not match its declared size)."""
+
+
+class SessionFinishedError(ValueError):
+    """Audio pushed to a live session after its ``finish()``; ``reset()`` starts a new stream."""

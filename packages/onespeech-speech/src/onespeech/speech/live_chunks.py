@@ -71,7 +71,7 @@ class LiveChunker:
             ``finish`` was already called.
         """
         if self._finished:
-            raise ValueError("this stream is finished; start a new session for more audio")
+            raise ValueError("this stream is finished (finish() was called); feed more audio to a new chunker")
         chunks = self._close(self._regions.feed(pcm))  # validates the block
         chunks += self._cut_long_speech()
         self._trim()

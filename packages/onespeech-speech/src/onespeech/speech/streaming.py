@@ -14,6 +14,7 @@ until it ends. Finals only: this model family declares no live partials.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,13 +27,14 @@ from onespeech.align import Qwen3AlignerOptions, default_dispatcher
 from onespeech.align.timing import TimingDispatcher
 from onespeech.features import AudioFileSource, SileroVad, VadOptions
 from onespeech.features.errors import PcmShapeError
-from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.pcm import SAMPLE_RATE, check_float_samples, check_sample_rate
 from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk
 from onespeech.speech.document import Segment
+from onespeech.speech.errors import SessionFinishedError
 from onespeech.speech.live_chunks import LiveChunker
 from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, TIMING_DISABLED
 
@@ -46,22 +48,35 @@ class StreamResampler:
     int16 blocks are scaled by 1/32768; float blocks are taken as they are. The rate
     is fixed by the first block; soxr's stream gives the samples of a one-shot
     resample of the whole stream (at "HQ" quality, as file decoding uses).
+
+    ``convert`` checks a block completely (the rate by the rule of every input path,
+    ``onespeech.features.pcm.check_sample_rate``; shape, dtype, finite values on the
+    [-1, 1] scale) before anything changes, so a refused block leaves the stream as it
+    was, and no resampler ever starts at a rate outside 1000..768000 Hz.
     """
 
     def __init__(self) -> None:
         self.sample_rate: int | None = None
+        self.n_input = 0  # input samples taken so far (names a bad sample on the stream's clock)
         self._resampler: soxr.ResampleStream | None = None
 
     def convert(self, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
-        """One block (1-D int16 or float) at ``sample_rate`` -> 16 kHz float32 samples (maybe fewer)."""
-        if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 1:
-            raise ValueError(f"sample_rate={sample_rate!r}; give a positive whole number of samples per second")
-        if self.sample_rate is None:
-            self.sample_rate = sample_rate
-            if sample_rate != SAMPLE_RATE:
-                self._resampler = soxr.ResampleStream(sample_rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
-        elif sample_rate != self.sample_rate:
-            raise ValueError(f"sample_rate={sample_rate} differs from this stream's {self.sample_rate}; "
+        """One block (1-D int16 or float) at ``sample_rate`` -> 16 kHz float32 samples (maybe fewer).
+
+        Raises
+        ------
+        SampleRateError
+            ``sample_rate`` outside 1000..768000 Hz, or not a whole number.
+        ValueError
+            ``sample_rate`` differs from the stream's (fixed by its first block).
+        PcmShapeError
+            Not 1-D, or a dtype other than int16 or floating point.
+        NonFiniteSampleError, PcmScaleError
+            A NaN or infinite sample, or float samples at integer scale (beyond +-2).
+        """
+        rate = check_sample_rate(sample_rate, "sample_rate", subject="a block is at")
+        if self.sample_rate is not None and rate != self.sample_rate:
+            raise ValueError(f"sample_rate={rate} differs from this stream's {self.sample_rate}; "
                              "one session has one input rate")
         samples = np.asarray(pcm)
         if samples.ndim != 1:
@@ -69,10 +84,17 @@ class StreamResampler:
         if samples.dtype == np.int16:
             samples = samples.astype(np.float32) * np.float32(_INT16_SCALE)
         elif np.issubdtype(samples.dtype, np.floating):
+            check_float_samples(samples, self.n_input)
             samples = samples.astype(np.float32, copy=False)
         else:
             raise PcmShapeError(f"a block has dtype {samples.dtype}; expected float32/float64 in [-1, 1] "
                                 "or int16 samples")
+        # checked: from here on the block is taken
+        if self.sample_rate is None:
+            self.sample_rate = rate
+            if rate != SAMPLE_RATE:
+                self._resampler = soxr.ResampleStream(rate, SAMPLE_RATE, 1, dtype="float32", quality="HQ")
+        self.n_input += samples.shape[0]
         if self._resampler is None:
             return samples
         return np.ascontiguousarray(self._resampler.resample_chunk(samples), dtype=np.float32)
@@ -127,6 +149,9 @@ class LiveSession:
 
     Use as a context manager, or call ``close``. ``push`` and ``finish`` return
     ``Segment`` objects with source-clock times in seconds from the first sample.
+    After ``finish`` the session refuses ``push`` until ``reset``. One call at a time:
+    ``push``, ``finish``, ``reset`` and ``close`` hold the session's lock, so calls
+    from several threads are serialized (docs/streaming.md, "Limits").
     """
 
     def __init__(
@@ -167,6 +192,12 @@ class LiveSession:
         self.language = language
         self._chunking, self._vad_options = chunking, vad_options
         self._closed = False
+        # one caller at a time: blocks from several threads would interleave the resampler, the VAD
+        # and the clock; a second caller waits for the first one's push to return
+        self._lock = threading.Lock()
+        self._pending: list[ClosedChunk] = []  # closed, not yet recognized (a cancelled call left them)
+        self._ready: list[Segment] = []  # finals made by a call that was cancelled before it returned
+        self._finished = False  # finish() was called: no push until reset()
         self.reset()
 
     @property
@@ -192,32 +223,64 @@ class LiveSession:
         pcm : ndarray, shape (n,)
             Mono samples: float in [-1, 1] or int16. Any length, including 0.
         sample_rate : int
-            The block's rate; resampled to 16 kHz when it differs. Fixed per session.
+            The block's rate, 1000 to 768000 Hz; resampled to 16 kHz when it differs.
+            Fixed per session (until ``reset``).
         cancel : threading.Event-like, callable or None
             Stops a recognition in progress (raises ``RecognitionCancelled``).
+
+        Raises
+        ------
+        SampleRateError, PcmShapeError, NonFiniteSampleError, PcmScaleError, ValueError
+            The block or its rate is refused; the session is exactly as before the call.
+        SessionFinishedError
+            ``finish`` was called; ``reset()`` starts a new stream.
+        RecognitionCancelled
+            ``cancel`` was set. The block was taken: chunks not yet recognized stay
+            pending and their finals come with the next ``push`` or ``finish``.
         """
-        self._check_open()
-        return self._recognize(self._chunker.feed(self._input.convert(pcm, sample_rate)), cancel)
+        with self._lock:
+            self._check_open()
+            check_cancel(cancel)
+            if self._finished:
+                raise SessionFinishedError("this LiveSession's stream is finished (finish() was called); "
+                                           "call reset() to start a new stream before pushing more audio")
+            block = self._input.convert(pcm, sample_rate)  # refuses a bad block before anything changes
+            self._pending += self._chunker.feed(block)
+            return self._recognize(cancel)
 
     def finish(self, *, cancel: Cancel = None) -> list[Segment]:
-        """End of the audio: return the finals of the chunks still open. The session stays loaded."""
-        self._check_open()
-        chunks = self._chunker.feed(self._input.flush()) + self._chunker.finish()
-        return self._recognize(chunks, cancel)
+        """End of the audio: return the finals of the chunks still open. The session stays loaded.
+
+        After ``finish`` the session refuses ``push`` until ``reset``; calling ``finish``
+        again returns the finals still pending (after a cancelled call), else nothing.
+        """
+        with self._lock:
+            self._check_open()
+            check_cancel(cancel)
+            if not self._finished:
+                self._pending += self._chunker.feed(self._input.flush()) + self._chunker.finish()
+                self._finished = True
+            return self._recognize(cancel)
 
     def reset(self) -> None:
-        """Start a new stream (clock back to 0, any rate) with the same loaded models."""
-        self._check_open()
-        self._chunker: LiveChunker | AudioChunker = (
-            LiveChunker(self._vad, self._vad_options) if self._chunking == "region"
-            else AudioChunker(self._vad, self._vad_options))
-        self._input = StreamResampler()
+        """Start a new stream (clock back to 0, any rate) with the same loaded models.
+
+        Finals still pending from a cancelled call are dropped with the old stream.
+        """
+        with self._lock:
+            self._check_open()
+            self._chunker: LiveChunker | AudioChunker = (
+                LiveChunker(self._vad, self._vad_options) if self._chunking == "region"
+                else AudioChunker(self._vad, self._vad_options))
+            self._input = StreamResampler()
+            self._pending, self._ready, self._finished = [], [], False
 
     def close(self) -> None:
-        """Release the models."""
-        if not self._closed:
-            self._closed = True
-            self._release()
+        """Release the models (after a push running in another thread has returned)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
 
     def _release(self) -> None:
         self._recognizer.close()
@@ -236,23 +299,18 @@ class LiveSession:
 
             raise ObjectClosedError("this LiveSession is closed; start a new one")
 
-    def _recognize(self, chunks: list[ClosedChunk], cancel: Cancel) -> list[Segment]:
-        check_cancel(cancel)
-        return recognize_closed(self._recognizer, self._dispatcher, chunks, language=self.language, cancel=cancel)
-
-
-def recognize_closed(
-    recognizer: Qwen3Recognizer, dispatcher: TimingDispatcher | None, chunks: list[ClosedChunk], *,
-    language: str | None, cancel: Cancel,
-) -> list[Segment]:
-    """Finals of closed chunks (see :func:`chunk_final`); chunks with no text give none."""
-    finals = []
-    with thread_limit(recognizer.options.threads):  # as file transcription limits both of its passes
-        for closed in chunks:
-            segment = chunk_final(recognizer, dispatcher, closed, language=language, cancel=cancel)
-            if segment.text:
-                finals.append(segment)
-    return finals
+    def _recognize(self, cancel: Cancel) -> list[Segment]:
+        """Finals of the pending chunks, in order; a chunk leaves the queue once its final is made."""
+        with thread_limit(self._recognizer.options.threads):  # as file transcription limits both of its passes
+            while self._pending:
+                check_cancel(cancel)
+                segment = chunk_final(self._recognizer, self._dispatcher, self._pending[0], language=self.language,
+                                      cancel=cancel)
+                del self._pending[0]
+                if segment.text:
+                    self._ready.append(segment)
+        ready, self._ready = self._ready, []
+        return ready
 
 
 def chunk_final(

@@ -1,8 +1,11 @@
 """``onespeech stream -``: live finals from a pipe (or a file) as they come.
 
-``arecord -f S16_LE -r 16000 -c 1 | onespeech stream -`` reads raw 16-bit
-little-endian mono PCM (``--rate`` for another rate) or a WAV stream (detected by its
-RIFF header) from stdin; a path instead of ``-`` is decoded as a file and streamed.
+``arecord -f S16_LE -r 16000 -c 1 | onespeech stream -`` reads a WAV stream (detected
+by its RIFF header), ``--rate HZ`` raw 16-bit little-endian mono PCM at that rate, and
+anything else must be an audio file libsndfile decodes (FLAC, OGG, MP3, ...: spooled,
+then decoded) from stdin; text and unknown bytes are refused, naming the accepted
+inputs. A path instead of ``-`` is decoded as a file and streamed. Every rate (a WAV
+header, a file, ``--rate``) meets the rule of every input path: 1000 to 768000 Hz.
 Each final is printed as soon as its VAD chunk closes: ``[start --> end] text`` or,
 with ``--format jsonl``, one JSON object per line (the segment as the Document JSON
 writes it, words included). ``--aligner MODEL`` times each final's words as
@@ -16,20 +19,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Generator
 from dataclasses import asdict
 from typing import Any
+
+import numpy as np
 
 ORDER = 30
 _BLOCK_BYTES = 6400  # 200 ms of 16 kHz 16-bit mono: a final waits at most this long for its block
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import _positive_int, add_model_options
+    from onespeech.speech.cli import add_model_options
 
-    parser = subparsers.add_parser("stream", help="print finals of live audio from stdin (raw PCM or WAV)")
-    parser.add_argument("source", metavar="SOURCE", help="'-' for stdin (raw S16_LE mono or a WAV stream), or a file")
-    parser.add_argument("--rate", type=_positive_int, default=16000,
-                        help="sample rate of raw PCM on stdin (default 16000; a WAV header gives its own)")
+    parser = subparsers.add_parser("stream", help="print finals of live audio from stdin (WAV, raw PCM, audio file)")
+    parser.add_argument("source", metavar="SOURCE",
+                        help="'-' for stdin (a WAV stream, raw S16LE mono with --rate, or an audio file), or a file")
+    parser.add_argument("--rate", type=_sample_rate, default=None,
+                        help="stdin is raw 16-bit little-endian mono PCM at this rate, 1000..768000 Hz "
+                             "(a WAV header still gives its own)")
     parser.add_argument("--format", dest="stream_format", choices=("text", "jsonl"), default="text",
                         help="text: '[start --> end] text' lines (default); jsonl: one JSON object per final")
     add_model_options(parser, outputs=False, aligner="none")  # as LiveSession: word times only when asked
@@ -37,12 +45,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from onespeech.kernels import ModelIntegrityError
     from onespeech.speech.cli import transcriber_options
-    from onespeech.speech.streaming import LiveSession
 
     options = transcriber_options(args)
     options.pop("progress", None)
+    try:
+        blocks = _input_blocks(args)  # the input is told apart (and refused) before any model loads
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, OSError) as error:
+        print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    try:
+        return _run_session(args, options, blocks)
+    finally:
+        blocks.close()  # a decoded stdin's spool goes with it (the source also deletes it when collected)
+
+
+def _run_session(args: argparse.Namespace, options: dict, blocks: Generator[tuple[np.ndarray, int], None, None]) -> int:
+    from onespeech.kernels import ModelIntegrityError
+    from onespeech.speech.streaming import LiveSession
+
     try:
         session = LiveSession(**options)
     except (TypeError, ValueError, OSError, ModelIntegrityError) as error:
@@ -51,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     emit = _print_jsonl if args.stream_format == "jsonl" else _print_text
     try:
         with session:
-            for block, rate in _input_blocks(args):
+            for block, rate in blocks:
                 for final in session.push(block, rate):
                     emit(final)
             for final in session.finish():
@@ -64,17 +87,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _input_blocks(args: argparse.Namespace) -> Any:
+def _sample_rate(text: str) -> int:
+    """``--rate``: a whole number of Hz within the rate rule of every input path."""
+    from onespeech.features.errors import SampleRateError
+    from onespeech.features.pcm import check_sample_rate
+
+    try:
+        return check_sample_rate(int(text) if text.isascii() and text.isdigit() else text, "--rate",
+                                 subject="it gives")
+    except SampleRateError as error:
+        raise argparse.ArgumentTypeError(error.cause) from None
+
+
+def _input_blocks(args: argparse.Namespace) -> Generator[tuple[np.ndarray, int], None, None]:
+    """(block, rate) pairs of the input; the format is read (and checked) now, the samples as iterated."""
     if args.source == "-":
         from onespeech.speech.wavstream import read_blocks
 
         fmt, blocks = read_blocks(sys.stdin.buffer, raw_rate=args.rate, block_bytes=_BLOCK_BYTES)
-        for block in blocks:
-            yield block, fmt.sample_rate
-        return
+        return ((block, fmt.sample_rate) for block in blocks)
     from onespeech.features import AudioFileSource
 
-    with AudioFileSource(args.source, block_frames=_BLOCK_BYTES // 2) as audio:
+    audio = AudioFileSource(args.source, block_frames=_BLOCK_BYTES // 2)
+    return _file_blocks(audio)
+
+
+def _file_blocks(audio: Any) -> Generator[tuple[np.ndarray, int], None, None]:
+    with audio:
         for block in audio.blocks():
             yield block, 16000
 

@@ -1,6 +1,7 @@
 """``WS /v1/audio/stream``: a LiveSession over a WebSocket.
 
-Query parameters: ``sample_rate`` (default 16000; other rates are resampled),
+Query parameters: ``sample_rate`` (default 16000; 1000 to 768000 Hz, the rate rule of
+every input path, checked before any frame is read; other rates than 16000 are resampled),
 ``encoding`` (``pcm_s16le``, the default, or ``pcm_f32le``), ``language`` (forces it).
 
 Client -> server: binary frames of mono PCM in that encoding (any size; a frame may
@@ -29,7 +30,8 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.errors import SampleRateError
+from onespeech.features.pcm import SAMPLE_RATE, check_sample_rate
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.speech.live_chunks import ClosedChunk, LiveChunker
 from onespeech.speech.server.backend import Backend
@@ -168,13 +170,7 @@ async def _send_error(websocket: WebSocket, error: ApiError) -> None:
 
 def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, str | None]:
     query = websocket.query_params
-    try:
-        sample_rate = int(query.get("sample_rate", SAMPLE_RATE))
-    except ValueError:
-        sample_rate = 0
-    if sample_rate < 1:
-        raise bad_request(f"sample_rate={query.get('sample_rate')!r}; give a positive whole number of Hz",
-                          "invalid_sample_rate", "sample_rate")
+    sample_rate = parse_sample_rate(query.get("sample_rate"))
     encoding = query.get("encoding", "pcm_s16le")
     if encoding not in ENCODINGS:
         raise bad_request(f"encoding={encoding!r}; use one of {list(ENCODINGS)}", "invalid_encoding", "encoding")
@@ -182,6 +178,24 @@ def _parameters(websocket: WebSocket, backend: Backend) -> tuple[int, np.dtype, 
     if language is not None:
         backend.check_language(language)
     return sample_rate, ENCODINGS[encoding], language
+
+
+def parse_sample_rate(text: str | None) -> int:
+    """The ``sample_rate`` query parameter: ASCII digits, within the rate rule of every input path.
+
+    Checked when the socket opens, before any frame is read or any resampler starts
+    (``onespeech.features.pcm.check_sample_rate``: 1000 to 768000 Hz).
+    """
+    if text is None:
+        return SAMPLE_RATE
+    number = text.lstrip("0") or "0"
+    # anything but ASCII digits ("1e3", " 16000", "16_000", other scripts' digits) is left a string,
+    # which the rule refuses as not a whole number; a number is bounded in length before int() reads it
+    rate: int | str = int(number) if text.isascii() and text.isdigit() and len(number) <= 100 else text[:40]
+    try:
+        return check_sample_rate(rate, "sample_rate", subject="the query asks for")
+    except SampleRateError as error:
+        raise bad_request(str(error), "invalid_sample_rate", "sample_rate") from None
 
 
 def _check_finish(text: str | None) -> None:
