@@ -75,3 +75,13 @@ def _speaker_model_offline(speaker_model_file: Path | None) -> Iterator[None]:
         if speaker_model_file is not None:
             patch.setenv("ONESPEECH_SPEAKER_MODEL", str(speaker_model_file))
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _empty_hf_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Models are looked for in the Hugging Face cache before any download: tests see an empty one
+    (not the developer's own ``~/.cache/huggingface``) unless they set HF_HUB_CACHE themselves."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("hf-hub-cache")))
+        patch.delenv("HF_TOKEN", raising=False)
+        yield

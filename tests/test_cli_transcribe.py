@@ -56,7 +56,7 @@ def test_models_list_fetch_verify_remove(served_models, capsys) -> None:  # type
     catalog = ["models", "--catalog-dir", str(served_models.catalog)]
     assert main([*catalog, "list"]) == 0
     listing = capsys.readouterr().out
-    assert served_models.asr_id in listing and "cached: no" in listing
+    assert served_models.asr_id in listing and "OneSpeech cache: no" in listing
     assert main([*catalog, "fetch", served_models.asr_id]) == 0
     assert "runtime" in capsys.readouterr().out
     assert main([*catalog, "list"]) == 0
@@ -71,6 +71,6 @@ def test_models_list_fetch_verify_remove(served_models, capsys) -> None:  # type
     assert main([*catalog, "remove", served_models.asr_id]) == 0
     capsys.readouterr()
     assert main([*catalog, "list"]) == 0
-    assert "cached: no" in capsys.readouterr().out
+    assert "OneSpeech cache: no" in capsys.readouterr().out
     assert main([*catalog, "fetch", "Nobody/Unknown"]) == 1
     assert "not in the catalog" in capsys.readouterr().err

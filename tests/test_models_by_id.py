@@ -84,3 +84,17 @@ def test_long_transcription_fetches_the_default_vad(hub, shared_data: Path, monk
         result = rec.transcribe(pcm, language="en")
     assert len(result.segments) == len(spans) >= 2
     assert any(r.path.endswith(".whl") for r in hub.requests)
+
+
+def test_hf_token_goes_to_the_hub_only(hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HF_TOKEN`` is for the Hub endpoint; the VAD wheel from the package host never carries it."""
+    from onespeech.features.vad_model import default_vad_path
+    from onespeech.kernels.resolve import resolve
+
+    monkeypatch.setenv("HF_TOKEN", "hf_only_for_the_hub")
+    resolve(ALIGNER, kind="aligner")
+    default_vad_path()
+    wheel = [r for r in hub.requests if r.path.endswith(".whl")]
+    models = [r for r in hub.requests if "/resolve/" in r.path]
+    assert wheel and all("Authorization" not in r.headers for r in wheel)
+    assert models and all(r.headers.get("Authorization") == "Bearer hf_only_for_the_hub" for r in models)

@@ -109,3 +109,33 @@ def test_cancel_must_be_a_signal(served, tmp_path: Path) -> None:
     _, url, pin = served
     with pytest.raises(TypeError, match="cancel=True"):
         fetch_file(url, tmp_path / NAME, pin, options=quick(), cancel=True)  # type: ignore[arg-type]
+
+
+def test_quick_start_without_network_fails_fast_naming_the_ways_out(  # type: ignore[no-untyped-def]
+    clips, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The README's ``onespeech transcribe jfk.flac`` on a machine that cannot reach the Hub:
+    one message, in well under the ~32 s the retries once took, saying what to do."""
+    import socket
+    import time
+
+    from onespeech.speech.cli import main
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
+    home, hf_cache = tmp_path / "home", tmp_path / "hf"
+    monkeypatch.setenv("ONESPEECH_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_cache))
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    for var in ("ONESPEECH_OFFLINE", "HF_HUB_OFFLINE", "ONESPEECH_CATALOG_DIR", "ONESPEECH_VAD_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    start = time.monotonic()
+    code = main(["transcribe", str(clips["flac"]), "-o", str(tmp_path / "out"), "-q"])
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code != 0 and elapsed < 5.0, (elapsed, err)
+    assert "Connection refused" in err
+    for way_out in ("HF_ENDPOINT", "ONESPEECH_OFFLINE=1", "-m DIR", "Hugging Face cache",
+                    str(hf_cache / "models--Qwen--Qwen3-ASR-0.6B" / "snapshots"), str(home / "models")):
+        assert way_out in err, (way_out, err)

@@ -1,7 +1,11 @@
 """A real HTTP server on 127.0.0.1 that serves repositories in the Hub's URL layout.
 
 ``{endpoint}/{repo_id}/resolve/{revision}/{name}`` maps to a file of a local directory.
-It honours ``Range`` (206 / 416) like the Hub's CDN, logs every request, and can
+It honours ``Range`` (206 / 416) like the Hub's CDN, answers ``HEAD`` with the Hub's
+metadata headers (``X-Repo-Commit``; ``X-Linked-Etag`` = SHA-256 for LFS-stored files,
+``ETag`` = git blob SHA-1 otherwise), so ``huggingface_hub`` can download from it into
+a Hugging Face cache laid out as the real one, logs every request with its headers
+(to check what a client sends, e.g. its token), and can
 misbehave per file name to exercise the download code: drop the connection mid-body,
 serve corrupt or truncated bytes, stall before answering, answer an HTTP status.
 
@@ -13,6 +17,7 @@ HTTP over a socket.
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import sys
 import threading
@@ -53,6 +58,19 @@ class _QuietServer(ThreadingHTTPServer):
 class Request:
     path: str
     range: str | None
+    method: str = "GET"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+LFS_SUFFIXES = (".safetensors", ".bin", ".onnx", ".pt", ".pth", ".ost", ".tensors", ".whl")
+
+
+def hub_etag(name: str, data: bytes) -> tuple[str, str]:
+    """The header and value the Hub sends as a file's etag: (``X-Linked-Etag``, SHA-256)
+    for LFS-stored files (weights), (``ETag``, git blob SHA-1) for the others."""
+    if name.endswith(LFS_SUFFIXES):
+        return "X-Linked-Etag", hashlib.sha256(data).hexdigest()
+    return "ETag", hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 @dataclass
@@ -60,6 +78,7 @@ class HubServer:
     """Start with :meth:`start`; stop with :meth:`stop`. ``endpoint`` is the base URL."""
 
     repos: dict[tuple[str, str], Path] = field(default_factory=dict)
+    commits: dict[tuple[str, str], str] = field(default_factory=dict)  # (repo, revision) -> commit id
     files: dict[str, Path] = field(default_factory=dict)  # URL path -> file (e.g. a wheel)
     behaviour: dict[str, Misbehaviour] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
@@ -67,8 +86,11 @@ class HubServer:
     _httpd: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
-    def add_repo(self, repo_id: str, revision: str, directory: str | Path) -> None:
+    def add_repo(self, repo_id: str, revision: str, directory: str | Path, commit: str | None = None) -> None:
+        """Serve ``directory`` as ``repo_id`` at ``revision`` (a branch such as ``main`` names
+        its ``commit``, sent as ``X-Repo-Commit``; a commit id names itself)."""
         self.repos[(repo_id, revision)] = Path(directory)
+        self.commits[(repo_id, revision)] = commit or revision
 
     def add_file(self, url_path: str, path: str | Path) -> str:
         """Serve ``path`` at ``url_path`` (outside the Hub layout, as a package index does);
@@ -93,8 +115,12 @@ class HubServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - http.server naming
-                server.requests.append(Request(self.path, self.headers.get("Range")))
+                server.requests.append(Request(self.path, self.headers.get("Range"), "GET", dict(self.headers)))
                 server._serve(self)
+
+            def do_HEAD(self) -> None:  # noqa: N802 - http.server naming
+                server.requests.append(Request(self.path, self.headers.get("Range"), "HEAD", dict(self.headers)))
+                server._serve(self, head=True)
 
         self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
@@ -109,22 +135,23 @@ class HubServer:
             self._httpd.server_close()
 
     # -- request handling ---------------------------------------------------------
-    def _locate(self, url_path: str) -> tuple[str, Path | None]:
+    def _locate(self, url_path: str) -> tuple[str, Path | None, str | None]:
+        """(file name, file or None, commit id of a Hub-layout URL or None)."""
         plain = unquote(url_path.split("?")[0])
         if plain in self.files:
-            return plain.rsplit("/", 1)[-1], self.files[plain]
+            return plain.rsplit("/", 1)[-1], self.files[plain], None
         parts = plain.lstrip("/").split("/")
         if len(parts) < 5 or parts[2] != "resolve":
-            return "", None
+            return "", None, None
         repo_id, revision, name = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
         root = self.repos.get((repo_id, revision))
         if root is None or ".." in name.split("/"):
-            return name, None
+            return name, None, None
         path = root / name
-        return name, path if path.is_file() else None
+        return name, path if path.is_file() else None, self.commits.get((repo_id, revision))
 
-    def _serve(self, h: BaseHTTPRequestHandler) -> None:
-        name, path = self._locate(h.path)
+    def _serve(self, h: BaseHTTPRequestHandler, head: bool = False) -> None:
+        name, path, commit = self._locate(h.path)
         rule = self.behaviour.get(name, Misbehaviour())
         if rule.delay_s:
             time.sleep(rule.delay_s)
@@ -158,7 +185,13 @@ class HubServer:
         body = data[start:]
         h.send_header("Content-Length", str(len(body)))
         h.send_header("Accept-Ranges", "bytes")
+        if commit is not None:
+            h.send_header("X-Repo-Commit", commit)
+            etag_header, etag = hub_etag(name, path.read_bytes())
+            h.send_header(etag_header, f'"{etag}"')
         h.end_headers()
+        if head:
+            return
         if rule.drop_after is not None and rule.drop_times > 0:
             rule.drop_times -= 1
             h.wfile.write(body[: rule.drop_after])

@@ -304,13 +304,38 @@ def test_progress_bar_when_asked(served, tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_connection_refused_is_retried_then_reported(tmp_path):
+def test_connection_refused_fails_at_once_with_the_reason(tmp_path):
+    """A host that cannot be reached is not slow: no ~30 s of backoff before saying so."""
     import socket
+    import time
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    opts = FetchOptions(endpoint=f"http://127.0.0.1:{port}", **{**FAST, "retries": 1})
-    with pytest.raises(DownloadError, match="failed after 2 attempts"):
+    opts = FetchOptions(endpoint=f"http://127.0.0.1:{port}", progress=False)  # default retries and backoff
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match=r"cannot connect to 127\.0\.0\.1:\d+ .*Connection refused.*not retried"):
         fetch_files(REPO, REV, {"config.json": FileDigest(3, "0" * 64)}, tmp_path / "c", options=opts)
+    assert time.monotonic() - start < 2.0
     assert not (tmp_path / "c" / "config.json").exists()
+
+
+def test_refused_after_the_server_answered_is_still_retried(served, tmp_path):
+    """A server that answered once (HTTP 503) and then goes away may come back: that is retried."""
+    import threading
+    import time
+
+    server, _, pins = served
+    server.misbehave("config.json", status=503)
+
+    def stop_after_first_request() -> None:
+        while not server.requests:
+            time.sleep(0.005)
+        server.stop()
+
+    watcher = threading.Thread(target=stop_after_first_request)
+    watcher.start()
+    opts = options(server, retries=2, backoff_s=0.2)
+    with pytest.raises(DownloadError, match="failed after 3 attempts.*Connection refused"):
+        fetch_files(REPO, REV, {"config.json": pins["config.json"]}, tmp_path / "c", options=opts)
+    watcher.join()

@@ -19,16 +19,24 @@ from onespeech.kernels.store import (
     cache_root,
     check_relative_name,
     install,
+    is_verified,
     model_cache_dir,
     new_staging_dir,
     read_manifest,
     remove_stale_staging,
     safe_join,
     sha256_file,
+    stamp_path,
     verify_files,
     verify_manifest,
     write_manifest,
 )
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch, tmp_path_factory):
+    """Stamps go to the cache: give every test one of its own (tests that look at the root set theirs)."""
+    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path_factory.mktemp("home")))
 
 
 def test_cache_root_from_env(monkeypatch, tmp_path):
@@ -204,3 +212,36 @@ def test_stale_staging_of_dead_process_removed(tmp_path):
     live.mkdir()
     assert remove_stale_staging(tmp_path) == [stale]
     assert live.exists() and not stale.exists()
+
+
+def test_stamps_are_kept_in_the_cache_never_beside_the_files(tmp_path, monkeypatch):
+    folder = tmp_path / "models"
+    make_dir(folder, {"a.bin": b"x" * 100, "sub/b.bin": b"y" * 10})
+    pins = {n: sha256_file(folder / n) for n in ("a.bin", "sub/b.bin")}
+    before = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+    verify_files(folder, pins)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == before
+    assert stamp_path(folder).parent == cache_root() / "stamps" and stamp_path(folder).is_file()
+    assert is_verified(folder, "a.bin", pins["a.bin"])
+    # the same directory through another spelling (a symlink) shares its stamps
+    (tmp_path / "alias").symlink_to(folder)
+    assert stamp_path(tmp_path / "alias") == stamp_path(folder)
+    # a cache that cannot be written only means hashing again
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("ONESPEECH_HOME", str(blocker))
+    verify_files(folder, pins)
+    assert not is_verified(folder, "a.bin", pins["a.bin"])
+
+
+def test_install_carries_the_stamps_to_the_target(tmp_path):
+    for target in (tmp_path / "new", tmp_path / "existing"):
+        if target.name == "existing":
+            target.mkdir()
+        staging = new_staging_dir(tmp_path)
+        make_dir(staging, {"w.bin": b"w" * 64, MANIFEST_NAME: b"{}"})
+        pin = sha256_file(staging / "w.bin")
+        verify_files(staging, {"w.bin": pin})
+        install(staging, target, [MANIFEST_NAME])
+        assert is_verified(target, "w.bin", pin)
+        assert not stamp_path(staging).exists()

@@ -288,9 +288,7 @@ def test_read_only_local_directory_is_converted_into_the_cache(home, tiny_repo, 
     for p in tiny_repo.iterdir():
         (local / p.name).write_bytes(p.read_bytes())
     local.chmod(0o555)
-    try:
-        if os.access(local, os.W_OK):
-            pytest.skip("running as a user who can write into read-only directories")
+    try:  # even as root, who could write there: the folder's mode says it is not ours to write
         conv = CountingConverter()
         runtime = resolve(local, kind="asr", converter=conv)
         assert runtime.parent.parent == home / "local"

@@ -18,6 +18,7 @@ __all__ = [
     "ConversionInProgressError",
     "CorruptDownloadError",
     "DownloadError",
+    "HFCacheMismatchWarning",
     "JsonNestingError",
     "ModelIntegrityError",
     "ModelKindError",
@@ -102,6 +103,10 @@ class DownloadError(OSError):
 
 class RemoteFileNotFoundError(DownloadError):
     """The remote answered 404/410 for a file: wrong endpoint, repository, revision or name."""
+
+
+class HFCacheMismatchWarning(UserWarning):
+    """A file in the Hugging Face cache does not match the catalog's pin; it is not used."""
 
 
 class OfflineModeError(FileNotFoundError):

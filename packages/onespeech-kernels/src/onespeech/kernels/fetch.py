@@ -18,6 +18,15 @@ A download that does not complete (or match) in time fails: a silent connection 
 ``total_timeout_s`` if set. ``cancel`` is checked between received blocks. Bytes that
 fail verification are discarded, so the next attempt starts afresh.
 
+Retries are for transient failures (timeouts, stalls, dropped connections, HTTP 429/5xx).
+A host that cannot be reached at all on the first attempt (its name does not resolve,
+the connection is refused, no route) fails at once: waiting ~30 s of backoff for a
+machine without network helps nobody.
+
+``HF_TOKEN``, when set, is sent to the Hub endpoint as ``Authorization: Bearer`` (gated
+repositories and mirrors); ``requests`` drops it on redirects to another host (the
+CDN). It never appears in a message.
+
 Offline mode (``ONESPEECH_OFFLINE=1`` or ``HF_HUB_OFFLINE=1``, or ``offline=True``)
 never touches the network: it uses what the cache holds or fails naming what is missing.
 """
@@ -31,7 +40,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 import urllib3
@@ -140,9 +149,16 @@ def file_url(repo_id: str, revision: str, name: str, endpoint: str | None = None
     )
 
 
-def _session() -> requests.Session:
+TOKEN_ENV = "HF_TOKEN"
+
+
+def _session(*, hub: bool = False) -> requests.Session:
+    """A session with our User-Agent; for the Hub (``hub=True``) also ``$HF_TOKEN`` as a Bearer token."""
     session = requests.Session()
     session.headers["User-Agent"] = f"onespeech/{__version__} python-requests/{requests.__version__}"
+    token = os.environ.get(TOKEN_ENV, "").strip() if hub else ""
+    if token:
+        session.headers["Authorization"] = f"Bearer {token}"
     return session
 
 
@@ -177,6 +193,18 @@ def _hash_prefix(path: Path, n_bytes: int) -> hashlib._Hash:
             digest.update(block)
             remaining -= len(block)
     return digest
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """Why the host could not be reached at all (name not resolved, connection refused, no
+    route), or None for failures that may pass (timeouts, dropped connections, HTTP errors)."""
+    if not isinstance(exc, requests.ConnectionError) or isinstance(exc, requests.Timeout):
+        return None
+    cause = exc.args[0] if exc.args else None
+    reason = getattr(cause, "reason", cause)
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        return str(reason).split(": ", 1)[-1]  # drop the "HTTPConnection(host=..., port=...)" prefix
+    return None
 
 
 def _describe(exc: BaseException | None, options: FetchOptions) -> str:
@@ -355,6 +383,13 @@ def _download(
             return _attempt(session, part, pin, clock, bar)
         except _RETRIED as e:
             last = e
+            reason = unreachable_reason(e)
+            if attempt == 0 and reason is not None:  # never reached: no network, wrong host or port
+                host = urlsplit(clock.url).netloc
+                raise DownloadError(
+                    f"cannot connect to {host} to download {clock.url}: {reason} (not retried: the host "
+                    "cannot be reached at all)"
+                ) from e
     kept = f"; {part.stat().st_size} bytes kept in {part} to resume" if part.exists() else ""
     raise DownloadError(
         f"downloading {clock.url} failed after {options.retries + 1} attempts: {_describe(last, options)}{kept}"
@@ -411,7 +446,7 @@ def fetch_files(
     present = {name: pin for name, pin in files.items() if name not in missing}
     verify_files(directory, present, digests="once", what="publisher file")
     if missing:
-        with _session() as session:
+        with _session(hub=True) as session:
             for name in missing:
                 url = file_url(repo_id, revision, name, options.endpoint)
                 fetch_file(url, paths[name], files[name], options=options, session=session, cancel=cancel)

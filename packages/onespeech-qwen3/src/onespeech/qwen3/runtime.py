@@ -12,7 +12,7 @@ converting the same directory gets ``ConversionInProgressError`` (retry after th
 first completes).
 
 ``load_runtime(directory, precision)`` checks the manifest (every file's size at
-each load, SHA-256 once per install, remembered in ``.verified.json``), memory-maps
+each load, SHA-256 once per install, remembered by file stat in the cache), memory-maps
 the tensor files and returns a :class:`RuntimeModel`: the parsed config plus a
 mapping from publisher tensor name to read-only array (float32, or uint16
 bfloat16 bits for BF16).
