@@ -9,6 +9,7 @@ as a child process whose model cannot load, so it never listens.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -75,8 +76,9 @@ def _multipart(fields: dict[str, str], audio: bytes, boundary: str = "b0undary")
 
 
 def test_a_slow_loris_body_is_answered_408_and_closed(tiny_asr_dir: Path, vad_path: Path) -> None:
-    with _listening(_config(tiny_asr_dir, vad_path, read_timeout_s=1.0)) as (port, _):
-        body = _multipart({"model": tiny_asr_dir.name}, b"\0" * 1000)
+    config = _config(tiny_asr_dir, vad_path, read_timeout_s=1.0)
+    with _listening(config) as (port, _):
+        body = _multipart({"model": config.model_ids[0]}, b"\0" * 1000)
         head = (f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
                 "Content-Type: multipart/form-data; boundary=b0undary\r\n\r\n").encode()
         started = time.monotonic()
@@ -90,10 +92,8 @@ def test_a_slow_loris_body_is_answered_408_and_closed(tiny_asr_dir: Path, vad_pa
                 except OSError:
                     break  # the server closed the connection
                 time.sleep(0.05)
-                try:
+                with contextlib.suppress(BlockingIOError):
                     answer += sock.recv(65536)
-                except BlockingIOError:
-                    continue
                 if b"\r\n\r\n" in answer or time.monotonic() - started > 10:
                     break
             sock.settimeout(10)
@@ -137,9 +137,10 @@ def _silence_flac(seconds: float, rate: int = 1000) -> bytes:
 def test_two_hours_of_silence_are_refused_by_duration_before_any_work(tiny_asr_dir: Path, vad_path: Path) -> None:
     audio = _silence_flac(2 * 3600)  # 23 KB that would hold the one worker for its 2 h
     assert len(audio) < 100_000
-    with _listening(_config(tiny_asr_dir, vad_path, max_audio_s=600.0)) as (port, app):
+    config = _config(tiny_asr_dir, vad_path, max_audio_s=600.0)
+    with _listening(config) as (port, app):
         response = httpx.post(f"http://127.0.0.1:{port}/v1/audio/transcriptions", timeout=20,
-                              data={"model": tiny_asr_dir.name}, files={"file": ("silence.flac", audio)})
+                              data={"model": config.model_ids[0]}, files={"file": ("silence.flac", audio)})
         assert response.status_code == 400, response.text
         error = response.json()["error"]
         assert error["code"] == "audio_too_long" and error["param"] == "file"
