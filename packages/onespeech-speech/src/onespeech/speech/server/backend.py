@@ -1,6 +1,8 @@
 """What the server runs on each worker: a Transcriber whose models stay loaded.
 
-``load_shared`` loads what every worker shares read-only (the VAD); ``load_worker``
+``load_shared`` loads what every worker shares read-only (the VAD) and makes sure the
+speaker encoder is in the cache (each request with speakers loads it for its speaker
+pass, as ``transcribe`` does); ``load_worker``
 runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
 and aligner (if any) are loaded at once and stay loaded until the server stops. A
 request with its own prompt (context) loads a recognizer for that request (the
@@ -28,6 +30,11 @@ class Backend:
         from onespeech.speech.streaming import load_vad
 
         self.vad = load_vad(self.config.vad)
+        if self.config.speakers is not False:
+            from onespeech.speech.speakers.model import speaker_model_path
+
+            # fetched and verified now: a server that cannot attribute speakers fails at start, not per request
+            speaker_model_path()
 
     def load_worker(self) -> Any:
         from onespeech.speech.transcribe import Transcriber
