@@ -37,6 +37,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from onespeech.speech.server import Backend, ServerConfig, create_app  # noqa: E402
+from onespeech.speech.server.headers import header_timeout_protocol  # noqa: E402
 
 KEY = "s3cret-key"
 
@@ -51,7 +52,8 @@ def _listening(config: ServerConfig) -> Iterator[tuple[int, Any]]:
     backend = Backend(config)
     backend.load_shared()
     app = create_app(backend)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off",
+                                           http=header_timeout_protocol(config.read_timeout_s)))  # as serve runs it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -110,6 +112,44 @@ def test_a_slow_loris_body_is_answered_408_and_closed(tiny_asr_dir: Path, vad_pa
     assert elapsed < 8, f"the slow body was held {elapsed:.1f} s with a 1 s read timeout"
     error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
     assert error["code"] == "request_timeout" and "1 s" in error["message"]
+
+
+@pytest.mark.parametrize("first", [b"", b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: 127.0.0.1\r\n"])
+def test_slow_headers_are_answered_408_and_closed(tiny_asr_dir: Path, vad_path: Path, first: bytes) -> None:
+    """A connection that never finishes its headers (nothing at all, or a header line now and then)."""
+    with _listening(_config(tiny_asr_dir, vad_path, read_timeout_s=1.0)) as (port, _):
+        started = time.monotonic()
+        answer = b""
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(first)
+            sock.setblocking(False)
+            for index in range(200):  # a header line every 50 ms: the headers would never end
+                if first:
+                    try:
+                        sock.send(f"X-Slow-{index}: {index}\r\n".encode())
+                    except OSError:
+                        break  # the server closed the connection
+                time.sleep(0.05)
+                with contextlib.suppress(BlockingIOError):
+                    data = sock.recv(65536)
+                    answer += data
+                    if not data:
+                        break
+                if time.monotonic() - started > 10:
+                    break
+        elapsed = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert elapsed < 8, f"the connection was held {elapsed:.1f} s with a 1 s read timeout"
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+
+
+def test_a_quick_client_keeps_its_connection_alive(tiny_asr_dir: Path, vad_path: Path) -> None:
+    """The header deadline starts afresh for each request of a keep-alive connection."""
+    with _listening(_config(tiny_asr_dir, vad_path, read_timeout_s=1.0)) as (port, _):
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            for _ in range(4):
+                assert http.get("/v1/models").status_code == 200
+                time.sleep(0.4)  # 1.6 s on one connection, each request's headers quick
 
 
 def test_an_idle_websocket_is_closed(tiny_asr_dir: Path, vad_path: Path) -> None:

@@ -4,7 +4,7 @@ Runs the ASGI app of :mod:`onespeech.speech.server` under uvicorn. Each of
 ``--workers`` threads loads the models once, before the server listens (a model
 that cannot load is one line and exit 1); ``--max-queue`` requests may wait for a
 worker, more are answered 503 with Retry-After. Limits: ``--max-upload-mb``,
-``--max-audio-seconds``, ``--read-timeout`` (request bodies), ``--idle-timeout``
+``--max-audio-seconds``, ``--read-timeout`` (request headers, then bodies), ``--idle-timeout``
 (WebSockets); ``--api-key`` or ``ONESPEECH_API_KEY`` requires a Bearer key.
 """
 
@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         default=DEFAULT_MAX_AUDIO_S,
                         help=f"longest audio per request, from its header (default {DEFAULT_MAX_AUDIO_S:g})")
     parser.add_argument("--read-timeout", type=seconds, default=DEFAULT_READ_TIMEOUT_S,
-                        help=f"seconds a request body may take to arrive (default {DEFAULT_READ_TIMEOUT_S:g})")
+                        help=f"seconds a request's headers, then its body, may take to arrive "
+                             f"(default {DEFAULT_READ_TIMEOUT_S:g})")
     parser.add_argument("--idle-timeout", type=seconds, default=DEFAULT_IDLE_TIMEOUT_S,
                         help=f"seconds a WebSocket may send nothing before it is closed "
                              f"(default {DEFAULT_IDLE_TIMEOUT_S:g})")
@@ -96,7 +97,10 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:  # noqa: BLE001 - any loading failure ends the command with its one-line cause
         print(f"onespeech serve: cannot load the models: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning" if args.quiet else "info")
+    from onespeech.speech.server.headers import header_timeout_protocol
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning" if args.quiet else "info",
+                http=header_timeout_protocol(config.read_timeout_s))
     return 0
 
 

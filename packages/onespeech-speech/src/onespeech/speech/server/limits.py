@@ -7,6 +7,7 @@ answers with 413. A body must also arrive whole within ``read_timeout_s`` of its
 headers: a client that sends a byte now and then (slow loris) would otherwise hold
 its connection and parser forever. The next read after the deadline raises
 :class:`BodyTimeoutError`, which the route answers with 408 and a closed connection.
+The headers before it are timed by :mod:`.headers` (uvicorn's protocol).
 """
 
 from __future__ import annotations
