@@ -143,6 +143,19 @@ def test_slow_headers_are_answered_408_and_closed(tiny_asr_dir: Path, vad_path: 
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
 
 
+def test_bytes_that_are_not_http_get_a_json_400(tiny_asr_dir: Path, vad_path: Path) -> None:
+    with _listening(_config(tiny_asr_dir, vad_path)) as (port, _):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"\x16\x03\x01 this is no request line\r\n\r\n")
+            answer = b""
+            while data := sock.recv(65536):
+                answer += data
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert b"content-type: application/json" in answer.lower()
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["code"] == "invalid_http" and set(error) == {"message", "type", "param", "code"}
+
+
 def test_a_quick_client_keeps_its_connection_alive(tiny_asr_dir: Path, vad_path: Path) -> None:
     """The header deadline starts afresh for each request of a keep-alive connection."""
     with _listening(_config(tiny_asr_dir, vad_path, read_timeout_s=1.0)) as (port, _):

@@ -1,5 +1,8 @@
 """A deadline for request headers: uvicorn's HTTP/1.1 protocol (h11) with a header timer.
 
+(It also answers bytes that are not HTTP/1.1 with a JSON 400, ``invalid_http``, where
+uvicorn writes plain text: every error of the server has one shape.)
+
 uvicorn waits for a request line and headers without limit, so a client that opens a
 connection and sends a header line now and then (slow loris) holds it forever; the
 ASGI app never sees such a request, so :class:`.limits.BodyLimit` cannot time it.
@@ -57,6 +60,17 @@ def header_timeout_protocol(timeout_s: float) -> type[H11Protocol]:
                 self._stop_timer()
             elif self._header_timer is None:  # a deadline, not an idle timer: more bytes do not extend it
                 self._header_timer = self.loop.call_later(timeout_s, self._expired)
+
+        def send_400_response(self, msg: str) -> None:
+            # uvicorn answers bytes that are not HTTP/1.1 in plain text: here in the shape of every error
+            invalid = ApiError(400, f"the request is not valid HTTP/1.1 ({msg})", "invalid_http")
+            data = json.dumps(invalid.body()).encode()
+            headers = [(b"content-type", b"application/json"), (b"connection", b"close"),
+                       (b"content-length", str(len(data)).encode())]
+            for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=data),
+                          h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event) or b"")
+            self.transport.close()
 
         def _stop_timer(self) -> None:
             if self._header_timer is not None:
