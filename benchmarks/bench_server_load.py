@@ -249,7 +249,9 @@ def _start_server(model: str, data: Path, port: int, args: argparse.Namespace) -
                "--aligner", "none", "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers),
                "--max-queue", str(args.max_queue), "--max-upload-mb", str(args.max_upload_mb),
                "--vad", str(data / "models" / "silero_vad.onnx"), "--threads", "1", "-q"]
-    return subprocess.Popen(command)
+    # the server attributes speakers by default, as the CLI: its encoder comes from the shared data, not the network
+    env = {"ONESPEECH_SPEAKER_MODEL": str(data / "models" / "resemblyzer_pretrained.pt"), **os.environ}
+    return subprocess.Popen(command, env=env)
 
 
 def _wait_healthy(base: str, server: subprocess.Popen, timeout: float = 120.0) -> None:

@@ -197,5 +197,7 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     (tmp_path / "a.wav").write_bytes(b"RIFF")
     assert main(["batch", str(tmp_path / "a.wav"), "-o", str(tmp_path / "out"), "-f", "docx"]) == 2
     assert "unknown output format 'docx'" in capsys.readouterr().err
-    assert main(["batch", str(tmp_path / "a.wav"), "-o", str(tmp_path / "out"), "--workers", "0"]) == 2
+    with pytest.raises(SystemExit) as usage:  # refused by the option's parser, as every numeric option
+        main(["batch", str(tmp_path / "a.wav"), "-o", str(tmp_path / "out"), "--workers", "0"])
+    assert usage.value.code == 2 and "argument --workers: '0' is not allowed" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -35,6 +35,7 @@ from onespeech.speech.transcribe import transcribe  # noqa: E402
 from onespeech.speech.writers import get_writer  # noqa: E402
 
 UPLOAD_LIMIT = 4 * 2**20
+MAX_AUDIO_S = 300.0
 BUDGET = 64  # tokens per chunk: the test clip's whole-file answer ends within it; live regions stop at it
 
 
@@ -53,7 +54,7 @@ class Served:
 def served(runtime_dirs, vad_path: Path) -> Iterator[Served]:  # type: ignore[no-untyped-def]
     config = ServerConfig(model=str(runtime_dirs.asr), aligner=str(runtime_dirs.aligner), vad=vad_path, threads=1,
                           max_new_tokens=BUDGET, workers=1, max_queue=2, max_upload_bytes=UPLOAD_LIMIT,
-                          model_alias="whisper-1")
+                          model_alias="whisper-1", max_audio_s=MAX_AUDIO_S)
     app = create_app(Backend(config))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -77,10 +78,10 @@ def client(served: Served) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def offline(runtime_dirs, vad_path: Path, clips: dict[str, Path]):  # type: ignore[no-untyped-def]
-    """The file path's document of the test clip (with word timings)."""
+    """The file path's document of the test clip (with word timings and speakers, as the CLI's default)."""
     # a forced language: the random model names none, and the aligner needs one
     return transcribe(clips["flac"], runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner, vad=vad_path,
-                      threads=1, max_new_tokens=BUDGET, progress=False, speakers=False)
+                      threads=1, max_new_tokens=BUDGET, progress=False, speakers="auto")
 
 
 def test_json_and_text_answer_the_file_paths_text(client: openai.OpenAI, offline, clips: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
@@ -107,6 +108,11 @@ def test_verbose_json_has_words_and_segments(client: openai.OpenAI, offline, cli
     ]
     assert [(w.word, w.start, w.end) for w in result.words] == [(w.text, w.start, w.end) for w in offline.words]
     assert any(w.start is not None for w in result.words)
+    # the speakers the CLI's JSON writer writes, on every segment and word
+    assert [s.speaker for s in result.segments] == [s.speaker for s in offline.segments]
+    assert [w.speaker for w in result.words] == [w.speaker for w in offline.words]
+    assert result.speakers == [{"label": s.label, "duration": s.duration} for s in offline.speakers]
+    assert offline.speakers and all(w.speaker for w in offline.words)
     with open(clips["flac"], "rb") as audio:
         segments_only = client.audio.transcriptions.create(model="whisper-1", file=audio, language="en",
                                                            response_format="verbose_json")
@@ -135,10 +141,68 @@ def test_prompt_is_the_recognizers_context(client: openai.OpenAI, offline, runti
     assert expected.text != offline.text  # the context changed the answer: it reached the model
 
 
-def test_models_and_health(client: openai.OpenAI, served: Served) -> None:
-    assert [m.id for m in client.models.list()] == [served.config.model, "whisper-1"]
+def test_models_and_health(client: openai.OpenAI, served: Served, runtime_dirs) -> None:  # type: ignore[no-untyped-def]
+    # the model is a directory: it is served by the directory's name, never its path
+    assert [m.id for m in client.models.list()] == [runtime_dirs.asr.name, "whisper-1"]
     health = served.health()
     assert health["status"] == "ok" and health["workers_alive"] == 1 and health["max_queue"] == 2
+    assert health["model"] == runtime_dirs.asr.name
+    for path in ("/v1/models", "/health"):
+        assert str(runtime_dirs.asr.parent) not in httpx.get(served.base + path, timeout=10).text
+
+
+def test_the_model_may_be_named_by_its_id(client: openai.OpenAI, offline, runtime_dirs,  # type: ignore[no-untyped-def]
+                                          clips: dict[str, Path]) -> None:
+    with open(clips["flac"], "rb") as audio:
+        result = client.audio.transcriptions.create(model=runtime_dirs.asr.name, file=audio, language="en")
+    assert result.text == offline.text
+
+
+def test_speakers_field_off_count_and_bad(client: openai.OpenAI, offline, runtime_dirs, vad_path: Path,  # type: ignore[no-untyped-def]
+                                          clips: dict[str, Path]) -> None:
+    def verbose(speakers: str) -> Any:
+        with open(clips["flac"], "rb") as audio:
+            return client.audio.transcriptions.create(model="whisper-1", file=audio, language="en",
+                                                      response_format="verbose_json",
+                                                      timestamp_granularities=["word", "segment"],
+                                                      extra_body={"speakers": speakers})
+
+    off = verbose("off")
+    assert off.text == offline.text and off.speakers == []
+    assert all(s.speaker is None for s in off.segments) and all(w.speaker is None for w in off.words)
+    two = verbose("2")
+    want = transcribe(clips["flac"], runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner, vad=vad_path,
+                      threads=1, max_new_tokens=BUDGET, progress=False, speakers=2)
+    assert [w.speaker for w in two.words] == [w.speaker for w in want.words]
+    assert [s["label"] for s in two.speakers] == [s.label for s in want.speakers]
+    for bad in ("0", "many", "-1", "101", "2.5"):
+        with pytest.raises(openai.BadRequestError) as error:
+            verbose(bad)
+        assert error.value.code == "invalid_speakers" and "'auto'" in error.value.message
+
+
+def test_an_upload_that_is_not_audio_says_so(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as error:
+        client.audio.transcriptions.create(model="whisper-1", file=("x.wav", b"not audio at all" * 50))
+    message = error.value.body["message"]  # type: ignore[index]
+    assert message.startswith("the uploaded file is not a decodable audio file; send WAV, FLAC, OGG (Vorbis, Opus)")
+    assert "None" not in message
+
+
+def test_a_header_that_declares_no_length_is_held_to_the_limit_while_it_decodes(served: Served) -> None:
+    buffer = io.BytesIO()  # silence longer than the limit, at 1 kHz (small and quick to decode)
+    soundfile.write(buffer, np.zeros(int((MAX_AUDIO_S + 100) * 1000), dtype=np.int16), 1000, format="FLAC")
+    data = bytearray(buffer.getvalue())
+    data[8 + 13] &= 0xF0  # STREAMINFO's 36-bit total sample count = 0: "unknown", as a streamed FLAC writes it
+    data[8 + 14 : 8 + 18] = b"\0\0\0\0"
+    assert soundfile.info(io.BytesIO(bytes(data))).frames >= 2**62
+    before = served.health()
+    response = httpx.post(served.base + "/v1/audio/transcriptions", data={"model": "whisper-1"},
+                          files={"file": ("s.flac", bytes(data))}, timeout=120)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "audio_too_long" and "at least" in error["message"]
+    assert served.health()["completed"] == before["completed"]
 
 
 def test_bad_input_is_400_with_the_reason(client: openai.OpenAI, clips: dict[str, Path]) -> None:

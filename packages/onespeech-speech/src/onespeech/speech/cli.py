@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from types import ModuleType
 
 from onespeech.speech import __version__
 
-__all__ = ["COMMANDS", "add_model_options", "build_parser", "main", "transcriber_options"]
+__all__ = ["COMMANDS", "NumberOption", "add_model_options", "build_parser", "main", "transcriber_options"]
 
 
 def _command_modules() -> list[ModuleType]:
@@ -65,10 +66,10 @@ def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True, 
     aligner = aligner or DEFAULT_ALIGNER
     parser.add_argument("--aligner", default=aligner,
                         help=f"forced aligner id or directory for word times, or 'none' (default {aligner})")
-    parser.add_argument("--threads", type=_positive_int, default=None, help="CPU threads (default: all available)")
+    parser.add_argument("--threads", type=threads_option, default=None, help="CPU threads (default: all available)")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="weights (default fp32)")
     parser.add_argument("--context", default=None, help="biasing context text for the recognizer")
-    parser.add_argument("--max-new-tokens", type=_positive_int, default=512,
+    parser.add_argument("--max-new-tokens", type=max_new_tokens_option, default=512,
                         help="token budget per chunk, 1..4096 (default 512)")
     if outputs:
         parser.add_argument("-f", "--format", default="txt",
@@ -87,14 +88,48 @@ def transcriber_options(args: argparse.Namespace) -> dict:
     }
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+class NumberOption:
+    """An argparse ``type`` for a numeric option: a finite number from ``low`` to ``high``.
+
+    Every numeric option of every verb uses one of these, so ``inf``, ``nan``, ``-5``,
+    ``0`` or ``1e-9`` meet the same one-line usage error naming what is allowed
+    (``argument --max-upload-mb: 'inf' is not allowed; give a number from 0.01 to 2048 (MiB)``)
+    instead of a traceback or a nonsense limit.
+    """
+
+    def __init__(self, low: float, high: float, *, whole: bool = False, unit: str = "") -> None:
+        self.low, self.high, self.whole, self.unit = low, high, whole, unit
+        self.__name__ = "whole number" if whole else "number"  # argparse names the type in its messages
+
+    def allowed(self) -> str:
+        unit = f" ({self.unit})" if self.unit else ""
+        if self.whole:
+            return f"a whole number from {int(self.low)} to {int(self.high)}{unit}"
+        return f"a number from {self.low:g} to {self.high:g}{unit}"
+
+    def __call__(self, text: str) -> float:
+        value = self._parse(text.strip())
+        if value is None or not self.low <= value <= self.high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give {self.allowed()}")
+        return value
+
+    def _parse(self, text: str) -> float | None:
+        if not text.isascii() or "_" in text or len(text) > 40:  # Python also reads other digits and 1_000
+            return None
+        if self.whole:
+            return int(text) if text.lstrip("+-").isdigit() else None
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+
+
+MAX_WHOLE = 2**31 - 1
+_positive_int = NumberOption(1, MAX_WHOLE, whole=True)  # any count with no tighter bound of its own
+threads_option = NumberOption(1, 1024, whole=True, unit="threads")
+max_new_tokens_option = NumberOption(1, 4096, whole=True, unit="tokens per chunk")
+workers_option = NumberOption(1, 1024, whole=True, unit="workers")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

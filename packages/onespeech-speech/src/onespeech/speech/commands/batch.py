@@ -20,12 +20,12 @@ ORDER = 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import add_model_options
+    from onespeech.speech.cli import add_model_options, workers_option
 
     parser = subparsers.add_parser("batch", help="transcribe a corpus: resumable, on worker processes or Ray")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="audio files, folders, manifests (.txt, .jsonl)")
     add_model_options(parser)
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=workers_option, default=None,
                         help="worker processes or Ray actors (default: workers x threads = CPUs)")
     parser.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
                         help="run on Ray (pip install 'onespeech-speech[ray]'): no address starts a local "

@@ -5,15 +5,18 @@ Routes
 POST /v1/audio/transcriptions  multipart ``file``, ``model``, ``language``, ``prompt`` (the
                                context), ``response_format`` (json, text, srt, vtt,
                                verbose_json), ``timestamp_granularities[]`` (word, segment),
-                               ``temperature`` (0 only: decoding is greedy)
-GET  /v1/models                the served model, in OpenAI's list shape
-GET  /health                   workers alive, queue length, completed and failed jobs
+                               ``temperature`` (0 only: decoding is greedy), ``speakers``
+                               (auto, off or a number, as ``transcribe``'s option)
+GET  /v1/models                the served model's id (never a local path), in OpenAI's list shape
+GET  /health                   workers alive, queue length, completed and failed jobs (open
+                               without the API key)
 WS   /v1/audio/stream          binary PCM frames in, JSON finals out (see ``websocket.py``)
 
 Requests wait in a bounded queue for a worker (:mod:`.pool`); a full queue answers 503
 with Retry-After. While a request waits or runs, the server watches the connection:
 if the client goes away the job's cancel event is set, recognition stops within one
-encoder layer or decoder step, and the request ends with 499.
+encoder layer or decoder step, and the request ends with 499. Every error answer, 404
+and 405 included, is JSON in OpenAI's shape (:mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -25,30 +28,51 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
+from onespeech.speech.server.auth import ApiKey
 from onespeech.speech.server.backend import Backend
-from onespeech.speech.server.errors import CLIENT_CLOSED, ApiError, bad_request, from_exception
-from onespeech.speech.server.limits import BodyLimit, BodyTooLargeError, too_large
+from onespeech.speech.server.errors import (
+    CLIENT_CLOSED,
+    ApiError,
+    BodyTimeoutError,
+    audio_too_long,
+    bad_request,
+    from_exception,
+)
+from onespeech.speech.server.limits import BodyLimit, BodyTooLargeError, too_large, too_slow
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
 from onespeech.speech.server.responses import GRANULARITIES, RESPONSE_FORMATS, verbose_json
 
 _DISCONNECT_POLL_S = 0.05
 _MAX_FORM_FIELD_BYTES = 1 << 20  # prompt and the small fields; the file part is bounded by the body limit
+MAX_FORM_SPEAKERS = 100  # the 'speakers' form field's largest count
+_STATUS_CODES = {404: "not_found", 405: "method_not_allowed"}
+_UNKNOWN_FRAMES = 2**63 - 1  # libsndfile's frame count when the header declares none (SF_COUNT_MAX)
 
 
 def create_app(backend: Backend) -> Starlette:
-    """The server application over ``backend`` (its worker pool starts with the app's lifespan)."""
+    """The server application over ``backend``.
+
+    The models load with the app's lifespan, or before it with ``app.state.load()``
+    (``onespeech serve`` does, so a model that cannot load is one line, not a server
+    that fails to start).
+    """
     config = backend.config
     pool: WorkerPool[Any] = WorkerPool(backend.load_worker, config.workers, config.max_queue, close=backend.close_worker)
 
+    def load() -> None:
+        if not pool.started:
+            backend.load_shared()
+            pool.start()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await asyncio.to_thread(backend.load_shared)
-        await asyncio.to_thread(pool.start)
+        await asyncio.to_thread(load)
         try:
             yield
         finally:
@@ -61,6 +85,7 @@ def create_app(backend: Backend) -> Starlette:
             return error_response(error)
 
     async def models(request: Request) -> Response:
+        # ids only: a model given as a directory is named by the directory's name, never its path
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "onespeech"} for name in config.model_ids]
         return JSONResponse({"object": "list", "data": data})
 
@@ -70,7 +95,7 @@ def create_app(backend: Backend) -> Starlette:
                 "workers_alive": alive, "busy": pool.busy, "queued": pool.queued, "max_queue": config.max_queue,
                 "completed": pool.completed, "failed": pool.failed, "cancelled": pool.cancelled,
                 "abandoned": pool.abandoned,
-                "model": str(config.model)}
+                "model": config.model_id}
         return JSONResponse(body, status_code=200 if alive == config.workers else 503)
 
     from onespeech.speech.server.websocket import stream_endpoint
@@ -84,10 +109,32 @@ def create_app(backend: Backend) -> Starlette:
         Route("/health", health, methods=["GET"]),
         WebSocketRoute("/v1/audio/stream", stream),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    handlers = {HTTPException: _http_error, Exception: _internal_error}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
     app.state.pool = pool
-    app.add_middleware(BodyLimit, limit=config.max_upload_bytes)
+    app.state.load = load
+    app.add_middleware(BodyLimit, limit=config.max_upload_bytes, read_timeout_s=config.read_timeout_s)
+    if config.api_key is not None:  # outermost: a request without the key is refused before its body is read
+        app.add_middleware(ApiKey, key=config.api_key)
     return app
+
+
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    """Starlette's own errors (no such path, a method the path does not take) in the OpenAI shape."""
+    if error.status_code == 404:
+        message = (f"no endpoint at {request.url.path!r}; this server has POST /v1/audio/transcriptions, "
+                   "GET /v1/models, GET /health and WS /v1/audio/stream")
+    elif error.status_code == 405:
+        allowed = (error.headers or {}).get("Allow", "")
+        message = f"{request.method} is not allowed on {request.url.path!r}; use {allowed}"
+    else:
+        message = str(error.detail)
+    code = _STATUS_CODES.get(error.status_code, "http_error")
+    return error_response(ApiError(error.status_code, message, code, headers=dict(error.headers or {})))
+
+
+async def _internal_error(request: Request, error: Exception) -> Response:
+    return error_response(from_exception(error))
 
 
 def error_response(error: ApiError) -> Response:
@@ -99,6 +146,8 @@ async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any])
         form = await request.form(max_files=1, max_fields=16, max_part_size=_MAX_FORM_FIELD_BYTES)
     except BodyTooLargeError:
         raise too_large(backend.config.max_upload_bytes) from None
+    except BodyTimeoutError:
+        raise too_slow(backend.config.read_timeout_s) from None
     except MultiPartException as error:
         raise bad_request(f"the request is not a valid multipart form: {error.message}", "invalid_form") from None
     except ClientDisconnect:
@@ -108,8 +157,8 @@ async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any])
         if not isinstance(upload, UploadFile):
             raise bad_request("no audio: send the file as the multipart field 'file'", "missing_file", "file")
         options = _options(form, backend)
-        # a file libsndfile cannot open is refused here, without taking a place in the queue
-        await asyncio.to_thread(_check_readable, upload)
+        # a file libsndfile cannot open, or too long, is refused here, without taking a place in the queue
+        await asyncio.to_thread(_check_readable, upload, backend.config.max_audio_s)
         try:
             job = pool.submit(lambda models, cancel: backend.transcribe(models, upload.file, cancel=cancel, **options))
         except QueueFullError as full:
@@ -158,7 +207,24 @@ def _options(form: Any, backend: Backend) -> dict[str, Any]:
         backend.check_language(language)
     return {"language": language, "context": _text(form, "prompt") or None,
             "words": "word" in granularities or response_format in ("srt", "vtt"),
+            "speakers": _speakers(form, config.speakers),
             "response_format": response_format, "granularities": granularities}
+
+
+def _speakers(form: Any, default: str | int | bool) -> str | int | bool:
+    """The ``speakers`` field: "auto", "off" or a count, as ``transcribe``'s ``speakers`` (auto, False, N)."""
+    text = _text(form, "speakers")
+    if text is None or not text.strip():
+        return default
+    value = text.strip().lower()
+    if value == "auto":
+        return "auto"
+    if value == "off":
+        return False
+    if value.isascii() and value.isdigit() and len(value) <= 3 and 1 <= int(value) <= MAX_FORM_SPEAKERS:
+        return int(value)
+    raise bad_request(f"speakers={text!r:.40}; use 'auto' (the count is found), 'off' (no speakers) or a number "
+                      f"of speakers from 1 to {MAX_FORM_SPEAKERS}", "invalid_speakers", "speakers")
 
 
 def _text(form: Any, name: str) -> str | None:
@@ -195,15 +261,21 @@ def _client_gone() -> ApiError:
                     type="cancelled")
 
 
-def _check_readable(upload: UploadFile) -> None:
+def _check_readable(upload: UploadFile, max_audio_s: float) -> None:
+    """Refuse an upload that is not audio, or whose header declares more than ``max_audio_s``."""
     from onespeech.features import AudioError, AudioFileSource
 
     try:
-        AudioFileSource(upload.file).close()  # reads the header only
+        with AudioFileSource(upload.file) as audio:  # reads the header only
+            known = audio.input_frames < _UNKNOWN_FRAMES
+            duration = audio.duration_s
     except AudioError as error:
-        raise bad_request(f"the uploaded file is not usable audio: {error}", "unreadable_audio", "file") from None
+        raise from_exception(error) from None
     finally:
         upload.file.seek(0)
+    # a length the header does not declare (a streamed FLAC) is held to the limit while it decodes
+    if known and duration > max_audio_s:
+        raise audio_too_long(duration, max_audio_s)
 
 
 def _render(document: Any, response_format: str, granularities: tuple[str, ...]) -> Response:

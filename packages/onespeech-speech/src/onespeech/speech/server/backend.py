@@ -1,6 +1,8 @@
 """What the server runs on each worker: a Transcriber whose models stay loaded.
 
-``load_shared`` loads what every worker shares read-only (the VAD); ``load_worker``
+``load_shared`` loads what every worker shares read-only (the VAD) and makes sure the
+speaker encoder is in the cache (each request with speakers loads it for its speaker
+pass, as ``transcribe`` does); ``load_worker``
 runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
 and aligner (if any) are loaded at once and stay loaded until the server stops. A
 request with its own prompt (context) loads a recognizer for that request (the
@@ -13,7 +15,7 @@ from typing import Any, BinaryIO
 
 from onespeech.kernels.cancel import Cancel
 from onespeech.speech.server.config import ServerConfig
-from onespeech.speech.server.errors import bad_request
+from onespeech.speech.server.errors import audio_too_long, bad_request
 
 
 class Backend:
@@ -28,6 +30,11 @@ class Backend:
         from onespeech.speech.streaming import load_vad
 
         self.vad = load_vad(self.config.vad)
+        if self.config.speakers is not False:
+            from onespeech.speech.speakers.model import speaker_model_path
+
+            # fetched and verified now: a server that cannot attribute speakers fails at start, not per request
+            speaker_model_path()
 
     def load_worker(self) -> Any:
         from onespeech.speech.transcribe import Transcriber
@@ -36,7 +43,7 @@ class Backend:
         transcriber = Transcriber(
             config.model, language=config.language, aligner=config.aligner, context=config.context,
             precision=config.precision, threads=config.threads, max_new_tokens=config.max_new_tokens,
-            progress=False, speakers=False, vad=self.vad, keep_loaded=True,
+            progress=False, speakers=config.speakers, vad=self.vad, keep_loaded=True,
         )
         try:
             recognizer = transcriber.recognizer()  # now, not at the first request
@@ -61,11 +68,23 @@ class Backend:
             raise bad_request(str(error), "unsupported_language", "language") from None
 
     def transcribe(self, transcriber: Any, file: BinaryIO, *, language: str | None, context: str | None,
-                   words: bool, cancel: Cancel, **_: Any) -> Any:
-        """The Document of one upload (word timings only when asked for: they cost an aligner pass)."""
+                   words: bool, speakers: str | int | bool, cancel: Cancel, **_: Any) -> Any:
+        """The Document of one upload (word timings only when asked for: they cost an aligner pass).
+
+        Speakers are attributed as ``transcribe`` does (the CLI's labels); the decoded
+        length is held to ``max_audio_s`` as it decodes, since a header may not declare it.
+        """
+        max_audio_s = self.config.max_audio_s
+
+        def guard(stage: str, done: float, total: float) -> None:
+            if stage == "decode" and done > max_audio_s:
+                raise audio_too_long(done, max_audio_s, at_least=True)
+
+        # the worker's own Transcriber runs one job at a time: its speakers setting is this request's
+        transcriber.speakers = speakers
         return transcriber.transcribe(file, language=language or self.config.language,
                                       context=context if context is not None else self.config.context,
-                                      align=words, cancel=cancel)
+                                      align=words, cancel=cancel, progress=guard)
 
     def recognize_chunk(self, transcriber: Any, closed: Any, *, language: str | None, cancel: Cancel) -> Any:
         """The final of one closed live chunk, as a ``LiveSession`` with the server's aligner gives it."""

@@ -1,9 +1,11 @@
 """Structured JSON errors in the OpenAI shape: ``{"error": {"message", "type", "param", "code"}}``.
 
-Status codes: 400 bad input (unreadable audio, unsupported language, context too
-long, bad form fields), 404 unknown model, 413 request body over the limit, 422 a
-chunk reached max_new_tokens, 499 the client went away (recognition was cancelled),
-503 the queue is full (with ``Retry-After``), 500 anything unexpected.
+Status codes: 400 bad input (not audio, audio too long, unsupported language,
+context too long, bad form fields), 401 a missing or wrong API key, 404 unknown
+model or path, 405 wrong method, 408 a body slower than the read timeout, 413
+request body over the limit, 422 a chunk reached max_new_tokens, 499 the client
+went away (recognition was cancelled), 503 the queue is full (with ``Retry-After``),
+500 anything unexpected.
 """
 
 from __future__ import annotations
@@ -50,9 +52,29 @@ def bad_request(message: str, code: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, code, param=param)
 
 
+def accepted_formats() -> str:
+    """The main audio formats the installed libsndfile decodes, for messages."""
+    import soundfile
+
+    names = {"WAV": "WAV", "FLAC": "FLAC", "OGG": "OGG (Vorbis, Opus)", "MP3": "MP3", "AIFF": "AIFF"}
+    available = soundfile.available_formats()
+    return ", ".join(text for name, text in names.items() if name in available)
+
+
+def not_audio(cause: str) -> ApiError:
+    return bad_request(f"the uploaded file is not a decodable audio file; send {accepted_formats()} "
+                       f"(the decoder said: {cause})", "unreadable_audio", "file")
+
+
+def audio_too_long(seconds: float, max_seconds: float, *, at_least: bool = False) -> ApiError:
+    return bad_request(f"the audio is {'at least ' if at_least else ''}{seconds:.1f} s long; this server takes at "
+                       f"most {max_seconds:g} s per request (split the file, or start the server with a larger "
+                       "--max-audio-seconds)", "audio_too_long", "file")
+
+
 def from_exception(error: BaseException) -> ApiError:
     """Map a library exception raised by a transcription to its API error."""
-    from onespeech.features import AudioError, PcmError
+    from onespeech.features import AudioError, NoChannelsError, PcmError, UnreadableAudioError
     from onespeech.kernels.errors import OperationCancelledError
     from onespeech.qwen3 import ContextError, MaxNewTokensError, UnsupportedLanguageError
 
@@ -61,8 +83,12 @@ def from_exception(error: BaseException) -> ApiError:
     if isinstance(error, OperationCancelledError):
         return ApiError(CLIENT_CLOSED, "the client closed the connection; recognition was stopped", "cancelled",
                         type="cancelled")
-    if isinstance(error, (AudioError, PcmError)):
-        return bad_request(f"the uploaded file is not usable audio: {error}", "unreadable_audio", "file")
+    if isinstance(error, (UnreadableAudioError, NoChannelsError)):
+        return not_audio(error.cause)
+    if isinstance(error, AudioError):  # the file names no path here: the upload has none
+        return bad_request(f"the uploaded audio cannot be decoded: {error.cause}", "unreadable_audio", "file")
+    if isinstance(error, PcmError):
+        return bad_request(f"the uploaded audio cannot be used: {error}", "unreadable_audio", "file")
     if isinstance(error, UnsupportedLanguageError):
         return bad_request(str(error), "unsupported_language", "language")
     if isinstance(error, ContextError):
@@ -83,3 +109,7 @@ class QueueFullError(RuntimeError):
 
 class BodyTooLargeError(Exception):
     """A request body went over the server's upload limit while it was being read."""
+
+
+class BodyTimeoutError(Exception):
+    """A request body did not arrive whole within the server's read timeout."""

@@ -142,6 +142,11 @@ class WorkerPool(Generic[Models]):
         self._threads.clear()
 
     @property
+    def started(self) -> bool:
+        """The workers run (``start`` succeeded and ``stop`` was not called)."""
+        return bool(self._threads)
+
+    @property
     def alive_workers(self) -> int:
         return sum(thread.is_alive() for thread in self._threads)
 

@@ -8,6 +8,11 @@ none is given). Segment fields this model family does not compute are ``null``:
 (the document keeps text, not token ids). ``temperature`` is 0.0 (decoding is greedy),
 ``seek`` is the segment start in 10 ms frames, ``compression_ratio`` is computed from
 the text as Whisper computes it (UTF-8 length over zlib-compressed length).
+
+Speakers are added as the Document JSON writer (``onespeech transcribe -f json``)
+writes them: ``speaker`` on each segment and word (the same ``SPEAKER_00`` labels,
+null when speakers are off) and ``speakers``, each ``{"label", "duration"}``.
+OpenAI's clients keep fields they do not know.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ def verbose_json(document: Any, granularities: tuple[str, ...]) -> dict[str, Any
         "language": language_name(document.language),
         "duration": float(document.duration),
         "text": document.text,
+        "speakers": [{"label": speaker.label, "duration": speaker.duration} for speaker in document.speakers],
     }
     if "segment" in granularities or not granularities:
         body["segments"] = [
@@ -56,11 +62,13 @@ def verbose_json(document: Any, granularities: tuple[str, ...]) -> dict[str, Any
                 "avg_logprob": None,
                 "compression_ratio": compression_ratio(segment.text),
                 "no_speech_prob": None,
+                "speaker": segment.speaker,
             }
             for index, segment in enumerate(document.segments)
         ]
     if "word" in granularities:
-        body["words"] = [{"word": word.text, "start": word.start, "end": word.end} for word in document.words]
+        body["words"] = [{"word": word.text, "start": word.start, "end": word.end, "speaker": word.speaker}
+                         for word in document.words]
     return body
 
 

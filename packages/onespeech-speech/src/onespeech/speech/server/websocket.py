@@ -14,7 +14,8 @@ the Document JSON writes a segment: each word ``{"text", "start", "end", "confid
 server has no aligner or no stage times the language), then ``{"type": "done",
 "duration"}`` after a finish, and the server closes the socket. Errors are ``{"type": "error", "error": {...}}``
 (the HTTP error shape) followed by a close: 1008 for bad input, 1013 when the queue
-is full (try again later), 1011 for anything else. Each closed chunk is a job in the
+is full (try again later), 1011 for anything else. A client that sends nothing for the
+server's idle timeout gets the error ``idle_timeout`` and a 1008 close. Each closed chunk is a job in the
 same bounded queue as file requests, one at a time per session; if the client goes
 away, its queued or running chunk is cancelled.
 """
@@ -67,7 +68,7 @@ async def stream_endpoint(websocket: WebSocket, backend: Backend, pool: WorkerPo
         recognizer = _Recognizer(websocket, backend, pool, language)
         leftover = b""
         while True:
-            message = await websocket.receive()
+            message = await _receive(websocket, backend.config.idle_timeout_s)
             if message["type"] == "websocket.disconnect":
                 return
             if message.get("bytes") is not None:
@@ -196,6 +197,16 @@ def parse_sample_rate(text: str | None) -> int:
         return check_sample_rate(rate, "sample_rate", subject="the query asks for")
     except SampleRateError as error:
         raise bad_request(str(error), "invalid_sample_rate", "sample_rate") from None
+
+
+async def _receive(websocket: WebSocket, idle_timeout_s: float) -> Any:
+    """The client's next message; a client silent for ``idle_timeout_s`` is refused (it held a session)."""
+    try:
+        return await asyncio.wait_for(websocket.receive(), idle_timeout_s)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"no frame arrived for {idle_timeout_s:g} s, this server's idle limit; send audio "
+                       'continuously and {"type": "finish"} at the end (or start the server with a larger '
+                       "--idle-timeout)", "idle_timeout") from None
 
 
 def _check_finish(text: str | None) -> None:
