@@ -33,6 +33,7 @@ from starlette.routing import Route, WebSocketRoute
 from onespeech.speech.server.backend import Backend
 from onespeech.speech.server.errors import CLIENT_CLOSED, ApiError, bad_request, from_exception
 from onespeech.speech.server.limits import BodyLimit, BodyTooLargeError, too_large
+from onespeech.speech.server.page import page_routes
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
 from onespeech.speech.server.responses import GRANULARITIES, RESPONSE_FORMATS, verbose_json
 
@@ -83,8 +84,9 @@ def create_app(backend: Backend) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         WebSocketRoute("/v1/audio/stream", stream),
+        *page_routes(),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={ApiError: _api_error})
     app.state.pool = pool
     app.add_middleware(BodyLimit, limit=config.max_upload_bytes)
     return app
@@ -92,6 +94,11 @@ def create_app(backend: Backend) -> Starlette:
 
 def error_response(error: ApiError) -> Response:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def _api_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ApiError)
+    return error_response(error)
 
 
 async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any]) -> Response:
@@ -157,7 +164,7 @@ def _options(form: Any, backend: Backend) -> dict[str, Any]:
     if language is not None:
         backend.check_language(language)
     return {"language": language, "context": _text(form, "prompt") or None,
-            "words": "word" in granularities or response_format in ("srt", "vtt"),
+            "words": "word" in granularities or response_format in ("srt", "vtt", "document"),
             "response_format": response_format, "granularities": granularities}
 
 
@@ -213,6 +220,8 @@ def _render(document: Any, response_format: str, granularities: tuple[str, ...])
         return PlainTextResponse(document.text)
     if response_format == "verbose_json":
         return JSONResponse(verbose_json(document, granularities))
-    from onespeech.speech.server.responses import subtitles
+    from onespeech.speech.server.responses import written
 
-    return PlainTextResponse(subtitles(document, response_format))
+    if response_format == "document":
+        return Response(written(document, "json"), media_type="application/json")
+    return PlainTextResponse(written(document, response_format))
