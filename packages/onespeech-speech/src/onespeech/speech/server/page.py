@@ -44,7 +44,7 @@ def _asset(name: str) -> Response:
     media_type = _STATIC.get(name)
     if media_type is None:
         raise ApiError(404, f"no page asset {name!r}; the page has {sorted(_STATIC)}", "not_found")
-    data = resources.files("onespeech.speech.server").joinpath("static", name).read_bytes()
+    data = resources.files("onespeech.speech.server").joinpath("static").joinpath(name).read_bytes()
     return Response(data, media_type=media_type,
                     headers={"Content-Security-Policy": _CSP, "X-Content-Type-Options": "nosniff",
                              "Cache-Control": "no-cache"})
