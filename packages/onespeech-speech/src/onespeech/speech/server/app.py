@@ -45,6 +45,7 @@ from onespeech.speech.server.errors import (
     from_exception,
 )
 from onespeech.speech.server.limits import BodyLimit, BodyTooLargeError, too_large, too_slow
+from onespeech.speech.server.page import page_routes
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
 from onespeech.speech.server.responses import GRANULARITIES, RESPONSE_FORMATS, verbose_json
 
@@ -108,8 +109,9 @@ def create_app(backend: Backend) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         WebSocketRoute("/v1/audio/stream", stream),
+        *page_routes(),
     ]
-    handlers = {HTTPException: _http_error, Exception: _internal_error}
+    handlers = {HTTPException: _http_error, ApiError: _api_error, Exception: _internal_error}
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
     app.state.pool = pool
     app.state.load = load
@@ -123,7 +125,7 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
     """Starlette's own errors (no such path, a method the path does not take) in the OpenAI shape."""
     if error.status_code == 404:
         message = (f"no endpoint at {request.url.path!r}; this server has POST /v1/audio/transcriptions, "
-                   "GET /v1/models, GET /health and WS /v1/audio/stream")
+                   "POST /v1/documents/render, GET /v1/models, GET /health, WS /v1/audio/stream and its page at /")
     elif error.status_code == 405:
         allowed = (error.headers or {}).get("Allow", "")
         message = f"{request.method} is not allowed on {request.url.path!r}; use {allowed}"
@@ -139,6 +141,11 @@ async def _internal_error(request: Request, error: Exception) -> Response:
 
 def error_response(error: ApiError) -> Response:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+async def _api_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ApiError)
+    return error_response(error)
 
 
 async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any]) -> Response:
@@ -206,7 +213,7 @@ def _options(form: Any, backend: Backend) -> dict[str, Any]:
     if language is not None:
         backend.check_language(language)
     return {"language": language, "context": _text(form, "prompt") or None,
-            "words": "word" in granularities or response_format in ("srt", "vtt"),
+            "words": "word" in granularities or response_format in ("srt", "vtt", "document"),
             "speakers": _speakers(form, config.speakers),
             "response_format": response_format, "granularities": granularities}
 
@@ -285,6 +292,8 @@ def _render(document: Any, response_format: str, granularities: tuple[str, ...])
         return PlainTextResponse(document.text)
     if response_format == "verbose_json":
         return JSONResponse(verbose_json(document, granularities))
-    from onespeech.speech.server.responses import subtitles
+    from onespeech.speech.server.responses import written
 
-    return PlainTextResponse(subtitles(document, response_format))
+    if response_format == "document":
+        return Response(written(document, "json"), media_type="application/json")
+    return PlainTextResponse(written(document, response_format))

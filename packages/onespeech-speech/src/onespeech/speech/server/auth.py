@@ -1,7 +1,9 @@
 """The optional API key as ASGI middleware: ``Authorization: Bearer <key>``, as OpenAI clients send it.
 
 Every HTTP request and WebSocket handshake needs the key except ``GET /health``
-(a load balancer's probe carries none). The key is compared in constant time
+(a load balancer's probe carries none) and the web page's own files (the page asks the
+person for the key). A browser's WebSocket cannot send headers, so a handshake may carry
+the key as the ``api_key`` query parameter instead. The key is compared in constant time
 (both sides are hashed first, so not even its length leaks). A missing or wrong
 key is answered 401 in the OpenAI error shape before any body is read; a WebSocket
 handshake gets the same answer as its HTTP response where the server supports
@@ -12,11 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from urllib.parse import parse_qs
 
 from onespeech.speech.server.errors import ApiError
 from onespeech.speech.server.limits import App, Receive, Scope, Send, send_error
 
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/", "/static/app.js", "/static/style.css"})
 
 
 def _digest(key: bytes) -> bytes:
@@ -46,6 +49,9 @@ class ApiKey:
 
     def _check(self, scope: Scope) -> ApiError | None:
         header = next((value for name, value in scope.get("headers", []) if name == b"authorization"), None)
+        if header is None and scope["type"] == "websocket":
+            keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
+            header = b"Bearer " + keys[-1].encode("latin-1") if keys else None
         if header is None:
             return _unauthorized("this server needs an API key: send the header 'Authorization: Bearer <key>'",
                                  "missing_api_key")

@@ -23,7 +23,8 @@ from typing import Any
 
 from onespeech.qwen3.languages import TAG_BY_NAME
 
-RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+# "document" (ours): the Document's JSON exactly as ``onespeech transcribe -f json`` writes it
+RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json", "document")
 GRANULARITIES = ("word", "segment")
 _NAME_BY_TAG = {tag: name.lower() for name, tag in TAG_BY_NAME.items()}
 
@@ -72,10 +73,10 @@ def verbose_json(document: Any, granularities: tuple[str, ...]) -> dict[str, Any
     return body
 
 
-def subtitles(document: Any, response_format: str) -> str:
-    """SRT or WebVTT text, exactly as ``onespeech transcribe -f srt|vtt`` writes it."""
+def written(document: Any, fmt: str) -> str:
+    """The file ``onespeech transcribe -f FMT`` writes for ``document`` (a format of the CLI's writers)."""
     from onespeech.speech.writers import get_writer
 
     buffer = io.StringIO()
-    get_writer(response_format).write(document, buffer)
+    get_writer(fmt).write(document, buffer)
     return buffer.getvalue()
