@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,9 @@ def test_diarize_writes_rttm_and_json_turns(
     err = capsys.readouterr().err
     assert "missing.wav" in err and "2 speakers" in err
     assert sorted(p.name for p in out.iterdir()) == ["two voices.rttm", "two voices.turns.json"]  # no temporaries
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all((p.stat().st_mode & 0o777) == 0o666 & ~umask for p in out.iterdir())  # as any new file
     lines = (out / "two voices.rttm").read_text(encoding="utf-8").splitlines()
     fields = [line.split(" ") for line in lines]
     assert lines and all(len(f) == 10 for f in fields)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
-import tempfile
 from pathlib import Path
 
 ORDER = 15
@@ -91,15 +91,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_text(target: Path, text: str) -> None:
-    # as writers.write_outputs: a temporary name beside the target, renamed into place
-    handle = tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", newline="\n", dir=target.parent, prefix=f".{target.name}.", suffix=".tmp",
-        delete=False,
-    )
+    # a temporary name beside the target, renamed into place; created with 0o666 so the umask
+    # decides the mode as for any new file (tempfile's files are -rw-------)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, target)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
+            file.write(text)
+        os.replace(tmp, target)
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
