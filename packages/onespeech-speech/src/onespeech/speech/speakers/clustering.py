@@ -9,7 +9,7 @@ merges. Each merge costs one O(n^2) scan, so n pieces cost O(n^3): about a secon
 the ~1000 pieces of an hour of conversation. scipy's ``linkage`` would do the same
 work in C, but a dependency for a loop of this size does not pay.
 
-Automatic count (:func:`estimate_count`), tuned on the development conversations of
+Automatic count (:func:`estimate_count`), tuned on the tuning clips (conversations and monologues) of
 ``tools/eval_diarization.py`` (docs/speakers.md):
 
 1. one speaker (:func:`one_speaker`) when every piece is close to the pieces'

@@ -8,7 +8,7 @@ The stage (see :mod:`.segmentation` for the pieces):
    cosine distance, into ``speakers`` clusters, or (``"auto"``) into the count
    :func:`.clustering.estimate_count` finds (single-speaker tests, then the best
    silhouette after dissolving clusters with under 10 % of the speech; settings tuned
-   on the development conversations of ``tools/eval_diarization.py``, docs/speakers.md).
+   on the tuning clips of ``tools/eval_diarization.py``, docs/speakers.md).
    Shorter pieces carry too little voice to vote.
 3. Each region is labelled along time with the most similar speaker centroid (the
    partials covering each 0.1 s, runs under 1 s absorbed), which also cuts regions
