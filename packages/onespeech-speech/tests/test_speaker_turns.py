@@ -92,3 +92,23 @@ def test_rttm_and_json_of_turns() -> None:
         ],
     }
     assert turns_rttm([], "x") == ""
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"speakers": 65}, "from 1 to 64"),
+        ({"speakers": 0}, "from 1 to 64"),
+        ({"max_pause": -1.0}, "max_pause"),
+        ({"max_pause": float("nan")}, "max_pause"),
+    ],
+)
+def test_diarize_and_transcriber_check_speaker_options_before_loading(keywords: dict, message: str) -> None:
+    import numpy as np
+
+    from onespeech.speech import Transcriber, diarize
+
+    with pytest.raises(ValueError, match=message):
+        diarize(np.zeros(16000, np.float32), **keywords)
+    with pytest.raises(ValueError, match=message.replace("from 1 to 64", r"1\.\.64")):
+        Transcriber("no-such-model-dir", **keywords)
