@@ -12,7 +12,7 @@ BUDGET = 256
 @pytest.fixture(scope="module")
 def documents(runtime_dirs, vad_path, clips):  # type: ignore[no-untyped-def]
     out = {}
-    for speakers in ("auto", 2, False):
+    for speakers, max_pause in (("auto", 2.0), (2, 2.0), (False, 2.0), ("auto", 0.0)):
         with Transcriber(
             runtime_dirs.asr,
             aligner=runtime_dirs.aligner,
@@ -22,8 +22,9 @@ def documents(runtime_dirs, vad_path, clips):  # type: ignore[no-untyped-def]
             vad=vad_path,
             language="en",
             speakers=speakers,
+            max_pause=max_pause,
         ) as t:
-            out[speakers] = t.transcribe(clips["joined"])
+            out[speakers if max_pause == 2.0 else (speakers, max_pause)] = t.transcribe(clips["joined"])
     return out
 
 
@@ -102,3 +103,20 @@ def test_the_streamed_speaker_pass_gives_the_stage_of_the_whole_file(documents, 
     turns = diarizer(load_audio(clips["joined"]), "auto")
     assert len({t.speaker for t in turns}) >= 2
     assert attribute_speakers(documents[False], turns) == documents["auto"]
+
+
+def test_max_pause_reaches_the_speaker_pass(documents, vad_path, clips) -> None:  # type: ignore[no-untyped-def]
+    from onespeech.features import SileroVad, load_audio
+    from onespeech.speech.speakers import (
+        DiarizationOptions,
+        Diarizer,
+        attribute_speakers,
+        load_speaker_encoder,
+    )
+
+    diarizer = Diarizer(load_speaker_encoder(threads=1), SileroVad.load(vad_path), DiarizationOptions(max_pause=0.0))
+    turns = diarizer(load_audio(clips["joined"]), "auto")
+    assert attribute_speakers(documents[False], turns) == documents[("auto", 0.0)]
+    # a speaker's pauses count in their turns by default: more speaker time than without them
+    total = {key: sum(s.duration for s in documents[key].speakers) for key in ("auto", ("auto", 0.0))}
+    assert total["auto"] > total[("auto", 0.0)]

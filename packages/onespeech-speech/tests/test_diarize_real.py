@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 from itertools import pairwise
 from pathlib import Path
@@ -126,18 +124,16 @@ def _whole_array_partials(diarizer: Diarizer, pcm: np.ndarray) -> list[RegionPar
 
 @pytest.fixture(scope="module")
 def long_conversation(shared_data: Path, diarizer: Diarizer) -> np.ndarray:
-    """The evaluation's four-speaker conversation, with 20 turns (2.5 min: two encoder batches)."""
-    script = Path(__file__).resolve().parents[3] / "tools" / "eval_diarization.py"
-    spec = importlib.util.spec_from_file_location("eval_diarization", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while the script runs
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    name, speakers, _, joins = next(c for c in module.EVAL_SET if c[0] == "four_mixed")
-    return module.build(shared_data, diarizer.vad, name, speakers, 20, joins, 0).pcm
+    """A four-speaker conversation of the evaluation's kind, with 20 turns (2.5 min: two encoder batches)."""
+    from onespeech.features import load_audio
+    from onespeech_tools.conversations import CLIPS, ConversationSpec, build_conversation, prepare_clip
+
+    def vad(pcm: np.ndarray) -> list[tuple[int, int]]:
+        return [(r.start, r.end) for r in diarizer.vad.speech_regions(pcm) if r.end > r.start]
+
+    spec = ConversationSpec("four_mixed", ("fr", "es", "it", "aishell0764"), 20, ("pause", "none", "overlap"))
+    clips = {name: prepare_clip(load_audio(shared_data / "audio" / CLIPS[name]), vad) for name in spec.speakers}
+    return build_conversation(clips, vad, spec, 0).pcm
 
 
 def test_streamed_stage_equals_the_whole_array_stage(diarizer: Diarizer, long_conversation: np.ndarray) -> None:

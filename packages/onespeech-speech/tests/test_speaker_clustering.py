@@ -13,6 +13,7 @@ from onespeech.speech.speakers.clustering import (
     estimate_count,
     given_count,
     linkage,
+    one_speaker,
     relabel_by_first_appearance,
     silhouette,
 )
@@ -94,6 +95,27 @@ def test_a_stray_piece_is_not_a_speaker() -> None:
     assert labels.max() + 1 == 2
 
 
+def test_one_speaker_whose_pieces_vary_is_one_speaker() -> None:
+    # pieces of one voice spread as short real pieces do (pairwise cosine distances ~0.2-0.3,
+    # past the last-merge threshold): a silhouette can only choose among two or more clusters
+    rng = np.random.default_rng(21)
+    (a,) = _speakers(1, seed=21)
+    e = _around(a, 12, 0.6, rng)
+    assert linkage(e)[-1][2] > 0.21
+    w = np.full(len(e), 2.0)
+    assert one_speaker(e, w, 0.81)
+    assert np.array_equal(estimate_count(e, w), np.zeros(12, dtype=np.int64))
+
+
+def test_a_second_voice_that_speaks_little_is_not_one_speaker() -> None:
+    rng = np.random.default_rng(22)
+    a, b = _speakers(2, seed=22)
+    e = np.concatenate([_around(a, 12, 0.3, rng), _around(b, 2, 0.3, rng)])
+    w = np.full(len(e), 2.0)
+    assert not one_speaker(e, w, 0.81)
+    assert estimate_count(e, w).max() + 1 == 2
+
+
 def _region(embeddings: np.ndarray, step: int = 8000, start: int = 0) -> RegionPartials:
     m = embeddings.shape[0]
     starts = start + np.arange(m, dtype=np.int64) * step
@@ -133,21 +155,22 @@ def test_turns_are_ordered_non_overlapping_and_labelled_by_first_appearance() ->
     regions = []
     for k, who in enumerate([b, a, b, a, a]):
         regions.append(_region(_around(who, 6, 0.2, rng), start=k * 80000))
-    turns = turns_from_partials(regions, None, DiarizationOptions())
-    assert [t.speaker for t in turns] == [
+    split = turns_from_partials(regions, None, DiarizationOptions(max_pause=0.0))
+    assert [t.speaker for t in split] == [
         "SPEAKER_00",
         "SPEAKER_01",
         "SPEAKER_00",
         "SPEAKER_01",
         "SPEAKER_01",
     ]
-    assert all(t.start < t.end for t in turns)
-    assert all(x.end <= y.start for x, y in pairwise(turns))
-    given = turns_from_partials(regions, 2, DiarizationOptions())
-    assert given == turns
-    bridged = turns_from_partials(regions, 2, DiarizationOptions(bridge_seconds=1.0))  # the gaps are 0.9 s
-    assert len(bridged) == 4
-    assert bridged[-1] == Turn(3 * 80000 / SR, regions[-1].end / SR, "SPEAKER_01")
+    assert all(t.start < t.end for t in split)
+    assert all(x.end <= y.start for x, y in pairwise(split))
+    assert turns_from_partials(regions, 2, DiarizationOptions(max_pause=0.0)) == split
+    # by default a speaker's turn keeps its pauses (the gaps are 0.9 s): the last two regions are one turn
+    turns = turns_from_partials(regions, 2, DiarizationOptions())
+    assert turns == [*split[:3], Turn(3 * 80000 / SR, regions[-1].end / SR, "SPEAKER_01")]
+    assert turns_from_partials(regions, None, DiarizationOptions()) == turns
+    assert turns_from_partials(regions, 2, DiarizationOptions(max_pause=0.8)) == split
     assert turns_from_partials([], None, DiarizationOptions()) == []
 
 

@@ -19,7 +19,15 @@ from types import ModuleType
 
 from onespeech.speech import __version__
 
-__all__ = ["COMMANDS", "NumberOption", "add_model_options", "build_parser", "main", "transcriber_options"]
+__all__ = [
+    "COMMANDS",
+    "NumberOption",
+    "add_model_options",
+    "add_speaker_options",
+    "build_parser",
+    "main",
+    "transcriber_options",
+]
 
 
 def _command_modules() -> list[ModuleType]:
@@ -46,15 +54,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True, aligner: str | None = None) -> None:
+def add_model_options(
+    parser: argparse.ArgumentParser,
+    *,
+    outputs: bool = True,
+    aligner: str | None = None,
+    speakers: bool | None = None,
+) -> None:
     """The model options shared by every command that transcribes.
 
     -m/--model, -l/--language, --aligner, --threads, --precision, --context,
-    --max-new-tokens, -f/--format, -o/--output-dir, -q/--quiet. Turn the parsed
-    values into ``Transcriber`` keywords with :func:`transcriber_options`.
-    ``outputs=False`` leaves out -f and -o (commands that write no files, such as
-    ``stream`` and ``serve``); ``aligner`` is the default of --aligner (None: the
-    default aligner; "none" for commands that time no words unless asked).
+    --max-new-tokens, -f/--format, -o/--output-dir, -q/--quiet, and --speakers and
+    --max-pause (:func:`add_speaker_options`). Turn the parsed values into
+    ``Transcriber`` keywords with :func:`transcriber_options`. ``outputs=False``
+    leaves out -f and -o (commands that write no files, such as ``stream`` and
+    ``serve``); ``speakers`` adds the speaker options (default: as ``outputs``, the
+    commands that transcribe files); ``aligner`` is the default of --aligner (None:
+    the default aligner; "none" for commands that time no words unless asked).
     """
     from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL
     from onespeech.speech.writers import FORMATS
@@ -76,16 +92,56 @@ def add_model_options(parser: argparse.ArgumentParser, *, outputs: bool = True, 
                             help=f"output formats, comma-separated: {','.join(FORMATS)} or all (default txt)")
         parser.add_argument("-o", "--output-dir", default=".", help="where outputs go (default: current directory)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars or per-file lines")
+    if outputs if speakers is None else speakers:
+        add_speaker_options(parser)
+
+
+def add_speaker_options(parser: argparse.ArgumentParser, *, off: bool = True) -> None:
+    """--speakers auto|N|off and --max-pause SECONDS (``off=False``: no "off", as for ``diarize``)."""
+    from onespeech.speech.speakers.diarize import MAX_SPEAKERS
+    from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE
+
+    choices = f"auto, a count 1..{MAX_SPEAKERS}{' or off' if off else ''}"
+    parser.add_argument("--speakers", type=_speakers_type(off), default="auto", metavar="auto|N" + ("|off" if off else ""),
+                        help=f"who speaks: {choices} (default auto: the count is found)")
+    parser.add_argument("--max-pause", type=max_pause_option, default=DEFAULT_MAX_PAUSE, metavar="SECONDS",
+                        help="a speaker's pauses up to this long stay in their turn; longer ones end it "
+                             f"(default {DEFAULT_MAX_PAUSE:g})")
 
 
 def transcriber_options(args: argparse.Namespace) -> dict:
     """``Transcriber`` keywords from options added by :func:`add_model_options`."""
     aligner = None if str(args.aligner).lower() == "none" else args.aligner
-    return {
+    options = {
         "model": args.model, "language": args.language, "aligner": aligner, "context": args.context,
         "precision": args.precision, "threads": args.threads, "max_new_tokens": args.max_new_tokens,
         "progress": False if args.quiet else None,
     }
+    if hasattr(args, "speakers"):
+        options.update(speakers=args.speakers, max_pause=args.max_pause)
+    return options
+
+
+def _speakers_type(off: bool):  # noqa: ANN202 - an argparse type
+    from onespeech.speech.speakers.diarize import MAX_SPEAKERS
+
+    allowed = f"'auto', a number of speakers from 1 to {MAX_SPEAKERS}" + (" or 'off'" if off else "")
+
+    def parse(text: str) -> str | int | bool:
+        word = text.strip().lower()
+        if word == "auto":
+            return "auto"
+        if off and word == "off":
+            return False
+        try:
+            count = int(word)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: use {allowed}") from None
+        if not 1 <= count <= MAX_SPEAKERS:
+            raise argparse.ArgumentTypeError(f"{count}: use {allowed}")
+        return count
+
+    return parse
 
 
 class NumberOption:
@@ -130,6 +186,7 @@ _positive_int = NumberOption(1, MAX_WHOLE, whole=True)  # any count with no tigh
 threads_option = NumberOption(1, 1024, whole=True, unit="threads")
 max_new_tokens_option = NumberOption(1, 4096, whole=True, unit="tokens per chunk")
 workers_option = NumberOption(1, 1024, whole=True, unit="workers")
+max_pause_option = NumberOption(0, 3600, unit="seconds")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,8 @@ model loads, so a bad ``-o`` or a clash costs nothing:
 - `output_names` gives inputs that share a stem their folders relative to the
   folder they share, and refuses two inputs that would still write one name;
 - `check_targets` resolves every output path (symlinks too) and refuses one that
-  lands outside the output folder or on an input file.
+  lands outside the output folder or on an input file;
+- `plan_outputs` does all of that for a list of input files.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from onespeech.speech.atomic import check_writable
 from onespeech.speech.errors import OutputPathError
 
-__all__ = ["check_targets", "output_names", "output_stem", "prepare_output_dir"]
+__all__ = ["check_targets", "output_names", "output_stem", "plan_outputs", "prepare_output_dir"]
 
 _NOT_NAMES = frozenset({"", ".", ".."})
 
@@ -107,3 +108,22 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
+
+
+def plan_outputs(files: Sequence[Path], output_dir: Path, formats: Sequence[str]) -> list[tuple[Path, Path]]:
+    """(input, the folder its outputs go to) per distinct input, every output path checked.
+
+    Creates ``output_dir``; raises `OutputPathError` when it is not a writable folder,
+    when two inputs would write one output, or when an output would overwrite an input
+    or land outside ``output_dir``.
+    """
+    output_dir = prepare_output_dir(output_dir)
+    seen: dict[Path, Path] = {}
+    for path in files:
+        seen.setdefault(path.resolve(), path)  # a file given twice is transcribed once
+    distinct = list(seen.values())
+    names = output_names(distinct, [PurePosixPath(output_stem(path.name)) for path in distinct])
+    plan = [(path, output_dir / name.parent) for path, name in zip(distinct, names, strict=True)]
+    targets = [folder / f"{output_stem(path.name)}.{fmt}" for path, folder in plan for fmt in formats]
+    check_targets(output_dir, targets, distinct)
+    return plan

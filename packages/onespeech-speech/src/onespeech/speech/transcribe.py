@@ -48,6 +48,8 @@ from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, t
 from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment
 from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
+from onespeech.speech.speakers.diarize import MAX_SPEAKERS
+from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE, check_max_pause
 
 __all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "Transcriber", "recognize_chunk", "transcribe"]
 
@@ -101,6 +103,9 @@ class Transcriber:
         ("auto": the count is found; an int: that many speakers; False: skipped). The
         speaker encoder (Resemblyzer, catalog entry ``resemblyzer``) is fetched on first
         use; see docs/speakers.md.
+    max_pause : float
+        Seconds: a speaker's pauses up to this long belong to their turn (default 2.0);
+        a longer pause, or another speaker, ends the turn.
     vad : SileroVad, path or None
         The VAD for audio over 30 s; None loads the default Silero VAD when needed.
     vad_options : VadOptions, optional
@@ -131,6 +136,7 @@ class Transcriber:
         vad_options: VadOptions | None = None,
         catalog_dir: str | os.PathLike[str] | None = None,
         keep_loaded: bool = False,
+        max_pause: float = DEFAULT_MAX_PAUSE,
     ) -> None:
         self.recognizer_options = Qwen3Options(context=context, precision=Precision.parse(precision),
                                                threads=threads, max_new_tokens=max_new_tokens)
@@ -140,6 +146,7 @@ class Transcriber:
         check_progress(progress)
         check_cancel(cancel)
         _check_speakers(speakers)
+        self.max_pause = check_max_pause(max_pause)
         self.language = language
         self.progress = progress
         self.cancel = cancel
@@ -332,7 +339,12 @@ class _FileRun:
     # -- pass 3: speakers (after the recognizer and the aligner are released) -----------------
 
     def _attribute_speakers(self, audio: AudioFileSource, document: Document, n_samples: int) -> Document:
-        from onespeech.speech.speakers import Diarizer, attribute_speakers, load_speaker_encoder
+        from onespeech.speech.speakers import (
+            DiarizationOptions,
+            Diarizer,
+            attribute_speakers,
+            load_speaker_encoder,
+        )
 
         self._check_cancel()
         total = n_samples / SAMPLE_RATE
@@ -350,7 +362,8 @@ class _FileRun:
                 self.report("speakers", replayed / SAMPLE_RATE, total)
 
         encoder = load_speaker_encoder(threads=self.options.threads)
-        turns = Diarizer(encoder, self.owner._load_vad())(replay(), self.owner.speakers, cancel=self.cancel)
+        options = DiarizationOptions(max_pause=self.owner.max_pause)
+        turns = Diarizer(encoder, self.owner._load_vad(), options)(replay(), self.owner.speakers, cancel=self.cancel)
         if replayed != n_samples:
             raise ReplayMismatchError(
                 f"the speaker pass decoded {'at least ' if replayed > n_samples else ''}{replayed} samples, "
@@ -459,9 +472,9 @@ class _FileRun:
 def _check_speakers(speakers: object) -> None:
     if speakers == "auto" or speakers is False:
         return
-    if isinstance(speakers, int) and not isinstance(speakers, bool) and speakers >= 1:
+    if isinstance(speakers, int) and not isinstance(speakers, bool) and 1 <= speakers <= MAX_SPEAKERS:
         return
-    raise ValueError(f"speakers={speakers!r}; use 'auto', a number of speakers (>= 1) or False")
+    raise ValueError(f"speakers={speakers!r}; use 'auto', a number of speakers (1..{MAX_SPEAKERS}) or False")
 
 
 def transcribe(
@@ -480,6 +493,7 @@ def transcribe(
     vad: SileroVad | str | os.PathLike[str] | None = None,
     vad_options: VadOptions | None = None,
     catalog_dir: str | os.PathLike[str] | None = None,
+    max_pause: float = DEFAULT_MAX_PAUSE,
 ) -> Document:
     """Transcribe an audio file or binary stream into a :class:`Document`.
 
@@ -490,6 +504,6 @@ def transcribe(
     with Transcriber(
         model, language=language, aligner=aligner, context=context, precision=precision, threads=threads,
         max_new_tokens=max_new_tokens, progress=progress, cancel=cancel, speakers=speakers, vad=vad,
-        vad_options=vad_options, catalog_dir=catalog_dir,
+        vad_options=vad_options, catalog_dir=catalog_dir, max_pause=max_pause,
     ) as transcriber:
         return transcriber.transcribe(source)

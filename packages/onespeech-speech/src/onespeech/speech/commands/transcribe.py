@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 ORDER = 10
 
@@ -41,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from onespeech.speech.cli import transcriber_options
+    from onespeech.speech.output_paths import plan_outputs
     from onespeech.speech.transcribe import Transcriber
     from onespeech.speech.writers import parse_formats, write_outputs
 
@@ -72,23 +72,3 @@ def _run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
     return 1 if failed else 0
 
-
-def plan_outputs(files: Sequence[Path], output_dir: Path, formats: Sequence[str]) -> list[tuple[Path, Path]]:
-    """(input, the folder its outputs go to) per distinct input, every output path checked.
-
-    Creates ``output_dir``; raises `OutputPathError` when it is not a writable folder,
-    when two inputs would write one output, or when an output would overwrite an input
-    or land outside ``output_dir``.
-    """
-    from onespeech.speech.output_paths import check_targets, output_names, output_stem, prepare_output_dir
-
-    output_dir = prepare_output_dir(output_dir)
-    seen: dict[Path, Path] = {}
-    for path in files:
-        seen.setdefault(path.resolve(), path)  # a file given twice is transcribed once
-    distinct = list(seen.values())
-    names = output_names(distinct, [PurePosixPath(output_stem(path.name)) for path in distinct])
-    plan = [(path, output_dir / name.parent) for path, name in zip(distinct, names, strict=True)]
-    targets = [folder / f"{output_stem(path.name)}.{fmt}" for path, folder in plan for fmt in formats]
-    check_targets(output_dir, targets, distinct)
-    return plan

@@ -4,6 +4,7 @@
 - :mod:`.convert`: Resemblyzer ``pretrained.pt`` -> runtime tensor file
 - :mod:`.mel`, :mod:`.encoder`: the encoder's front end and network in numpy
 - :mod:`.segmentation`, :mod:`.clustering`, :mod:`.diarize`: who speaks when (``diarize``)
+- :mod:`.turns`: a speaker's turn, pauses up to ``max_pause`` included; :mod:`.formats`: turns as RTTM and JSON
 - :mod:`.attribution`: speakers onto a Document (``attribute_speakers``)
 - :mod:`.model`: the encoder from the catalog (fetched on first use)
 """

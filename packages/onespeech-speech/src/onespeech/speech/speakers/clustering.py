@@ -9,13 +9,18 @@ merges. Each merge costs one O(n^2) scan, so n pieces cost O(n^3): about a secon
 the ~1000 pieces of an hour of conversation. scipy's ``linkage`` would do the same
 work in C, but a dependency for a loop of this size does not pay.
 
-Automatic count (:func:`estimate_count`), tuned on the development conversations of
+Automatic count (:func:`estimate_count`), tuned on the tuning clips (conversations and monologues) of
 ``tools/eval_diarization.py`` (docs/speakers.md):
 
-1. one speaker when the last merge (the distance between the two clusters that
-   remain) is below ``single_distance``, 0.21: single-speaker recordings of 1-1.5 min
-   stayed at or below 0.19; the closest two different speakers seen were 0.227 apart;
-2. otherwise, for K = 2 up to the number of clusters still apart at ``single_distance``
+1. one speaker (:func:`one_speaker`) when every piece is close to the pieces'
+   duration-weighted centroid: cosine similarity at least ``single_similarity``,
+   0.81. Calibrated on the tuning clips of ``tools/eval_diarization.py``: the lowest
+   piece-to-centroid similarity of single-speaker monologues (60-120 s) was 0.85 or
+   more, that of conversations of 2-4 speakers 0.77 or less; 0.81 is the middle. A
+   silhouette cannot choose one cluster, so this test comes first;
+2. also one speaker when the last merge (the distance between the two clusters that
+   remain) is below ``single_distance``, 0.21;
+3. otherwise, for K = 2 up to the number of clusters still apart at ``single_distance``
    (a finer cut would split a speaker) and at most ``max_speakers``: cut the tree into
    K clusters, dissolve clusters holding
    less than ``min_fraction`` of the speech (a mixed or odd piece is not a speaker) into
@@ -37,6 +42,7 @@ __all__ = [
     "given_count",
     "linkage",
     "nearest_centroid",
+    "one_speaker",
     "relabel_by_first_appearance",
     "silhouette",
 ]
@@ -152,18 +158,38 @@ def _dissolve(
     )
 
 
+def one_speaker(embeddings: np.ndarray, weights: np.ndarray, single_similarity: float) -> bool:
+    """Whether every embedding's cosine similarity to the weighted centroid is at least ``single_similarity``.
+
+    A second voice, however little it speaks, leaves its pieces far from a centroid
+    that the others make; pieces of one voice stay near theirs (see the module docstring).
+    """
+    e = np.asarray(embeddings, dtype=np.float64)
+    if e.shape[0] == 0:
+        return True
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    centre = (e * np.asarray(weights, dtype=np.float64)[:, None]).sum(axis=0)
+    norm = np.linalg.norm(centre)
+    if norm == 0:
+        return False
+    return bool(np.min(e @ (centre / norm)) >= single_similarity)
+
+
 def estimate_count(
     embeddings: np.ndarray,
     weights: np.ndarray,
     *,
     max_speakers: int = 10,
     single_distance: float = 0.21,
+    single_similarity: float = 0.81,
     min_fraction: float = 0.1,
 ) -> np.ndarray:
     """Labels of the automatically counted speakers (see the module docstring)."""
     e = np.asarray(embeddings, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     n = e.shape[0]
+    if one_speaker(e, w, single_similarity):
+        return np.zeros(n, dtype=np.int64)
     if n < 3:
         return np.zeros(n, dtype=np.int64) if n < 2 or e[0] @ e[1] > 1 - single_distance else np.arange(n)
     merges = linkage(e)

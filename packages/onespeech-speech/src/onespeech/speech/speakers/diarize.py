@@ -6,15 +6,17 @@ The stage (see :mod:`.segmentation` for the pieces):
    with the GE2E encoder; regions cut where the speaker changes without a pause.
 2. Pieces of at least ``min_cluster_seconds`` are clustered by average linkage on
    cosine distance, into ``speakers`` clusters, or (``"auto"``) into the count
-   :func:`.clustering.estimate_count` finds (a single-speaker test, then the best
+   :func:`.clustering.estimate_count` finds (single-speaker tests, then the best
    silhouette after dissolving clusters with under 10 % of the speech; settings tuned
-   on the development conversations of ``tools/eval_diarization.py``, docs/speakers.md).
+   on the tuning clips of ``tools/eval_diarization.py``, docs/speakers.md).
    Shorter pieces carry too little voice to vote.
 3. Each region is labelled along time with the most similar speaker centroid (the
    partials covering each 0.1 s, runs under 1 s absorbed), which also cuts regions
-   the first split missed. Consecutive spans of one speaker closer than
-   ``bridge_seconds`` become one turn. Labels are ``SPEAKER_00``, ``SPEAKER_01``, ...
-   in order of first appearance.
+   the first split missed.
+4. Turns (:mod:`.turns`): consecutive spans of one speaker separated by pauses of at
+   most ``max_pause`` seconds (default 2.0) become one turn, pauses included; a
+   change of speaker or a longer pause ends it. Labels are ``SPEAKER_00``,
+   ``SPEAKER_01``, ... in order of first appearance.
 """
 
 from __future__ import annotations
@@ -45,19 +47,12 @@ from onespeech.speech.speakers.segmentation import (
     resegment_region,
     split_region,
 )
+from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE, Turn, build_turns, check_max_pause
 
-__all__ = ["DiarizationOptions", "Diarizer", "Turn", "diarize", "speaker_label"]
+__all__ = ["MAX_SPEAKERS", "DiarizationOptions", "Diarizer", "Turn", "diarize", "speaker_label"]
 
+MAX_SPEAKERS = 64  # a given count above this is a mistake, not a meeting
 _ARRAY_BLOCK = 1 << 16  # samples per block when the audio is one array (views, no copies)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One speaker's turn: file seconds ``start`` to ``end``."""
-
-    start: float
-    end: float
-    speaker: str
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,8 @@ class DiarizationOptions:
     split_similarity: float = 0.6  # cut a region where before/after similarity falls below this
     min_cluster_seconds: float = 1.5  # shorter pieces are assigned, not clustered
     single_distance: float = 0.21  # automatic count: one speaker below this last-merge distance
-    bridge_seconds: float = 0.0  # same-speaker pieces closer than this form one turn
+    single_similarity: float = 0.81  # automatic count: one speaker when every piece is this close to the centroid
+    max_pause: float = DEFAULT_MAX_PAUSE  # seconds: a longer pause ends a speaker's turn
     min_speaker_fraction: float = 0.1  # automatic count: clusters with less speech are dissolved
     resegment: bool = True  # relabel regions along time against the speaker centroids
     max_speakers: int = 10  # automatic count: the most speakers considered
@@ -81,15 +77,19 @@ class DiarizationOptions:
             raise ValueError(
                 f"split_similarity={self.split_similarity} must be a cosine similarity in [-1, 1]"
             )
+        if not -1 <= self.single_similarity <= 1:
+            raise ValueError(
+                f"single_similarity={self.single_similarity} must be a cosine similarity in [-1, 1]"
+            )
         if not 0 <= self.single_distance <= 2:
             raise ValueError(f"single_distance={self.single_distance} must be a cosine distance in [0, 2]")
         if not 0 <= self.min_speaker_fraction < 1:
             raise ValueError(f"min_speaker_fraction={self.min_speaker_fraction} must be in [0, 1)")
         if not isinstance(self.max_speakers, int) or self.max_speakers < 1:
             raise ValueError(f"max_speakers={self.max_speakers!r} must be an integer >= 1")
-        for name in ("min_cluster_seconds", "bridge_seconds"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0 seconds")
+        if self.min_cluster_seconds < 0:
+            raise ValueError(f"min_cluster_seconds={self.min_cluster_seconds} must be >= 0 seconds")
+        check_max_pause(self.max_pause)
 
 
 def speaker_label(index: int) -> str:
@@ -98,12 +98,12 @@ def speaker_label(index: int) -> str:
 
 
 def check_speakers(speakers: object) -> int | None:
-    """``None`` for ``"auto"``, else the speaker count (an int >= 1)."""
+    """``None`` for ``"auto"``, else the speaker count (an int in 1..``MAX_SPEAKERS``)."""
     if speakers == "auto":
         return None
-    if isinstance(speakers, int) and not isinstance(speakers, bool) and speakers >= 1:
+    if isinstance(speakers, int) and not isinstance(speakers, bool) and 1 <= speakers <= MAX_SPEAKERS:
         return speakers
-    raise ValueError(f"speakers={speakers!r} must be 'auto' or a number of speakers >= 1")
+    raise ValueError(f"speakers={speakers!r} must be 'auto' or a number of speakers from 1 to {MAX_SPEAKERS}")
 
 
 class Diarizer:
@@ -183,6 +183,30 @@ class Diarizer:
         return turns_from_partials(self.embed(audio, progress=progress, cancel=cancel), count, self.options)
 
 
+    @classmethod
+    def load(cls, options: DiarizationOptions | None = None, *, threads: int | None = None) -> Diarizer:
+        """The default encoder (catalog ``resemblyzer``, fetched on first use) and Silero VAD."""
+        from onespeech.speech.speakers.model import load_speaker_encoder, vad_model_path
+
+        return cls(load_speaker_encoder(threads=threads), SileroVad.load(vad_model_path()), options)
+
+    def source(
+        self,
+        source: str | os.PathLike[str] | np.ndarray,
+        speakers: int | str = "auto",
+        *,
+        progress: Callable[[int, int | None], None] | None = None,
+        cancel: Cancel = None,
+    ) -> list[Turn]:
+        """The turns of an audio file (decoded in blocks, as transcribe replays a file) or of PCM."""
+        if isinstance(source, np.ndarray):
+            return self(source, speakers, progress=progress, cancel=cancel)
+        from onespeech.features import AudioFileSource
+
+        with AudioFileSource(source) as audio:
+            return self(audio.blocks(), speakers, progress=progress, cancel=cancel)
+
+
 def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationOptions) -> np.ndarray:
     """Unit centroids (K, 256) of the speakers found among ``pieces``."""
     embeddings = np.stack([p.embedding for p in pieces])
@@ -196,6 +220,7 @@ def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationO
     else:
         labels = estimate_count(
             e, w, max_speakers=options.max_speakers, single_distance=options.single_distance,
+            single_similarity=options.single_similarity,
             min_fraction=options.min_speaker_fraction,
         )  # fmt: skip
     return centroids(e, w, labels, np.arange(labels.max() + 1))
@@ -221,13 +246,8 @@ def turns_from_partials(
             )
         ]
     order = relabel_by_first_appearance(np.array([k for _, _, k in spans]))
-    turns: list[tuple[int, int, int]] = []
-    bridge = int(round(options.bridge_seconds * SAMPLE_RATE))
-    for (start, end, _), label in zip(spans, order.tolist(), strict=True):
-        if turns and turns[-1][2] == label and start - turns[-1][1] <= bridge:
-            turns[-1] = (turns[-1][0], end, label)
-        else:
-            turns.append((start, end, label))
+    labelled = [(start, end, label) for (start, end, _), label in zip(spans, order.tolist(), strict=True)]
+    turns = build_turns(labelled, options.max_pause * SAMPLE_RATE)
     return [Turn(s / SAMPLE_RATE, e / SAMPLE_RATE, speaker_label(k)) for s, e, k in turns]
 
 
@@ -235,8 +255,9 @@ def diarize(
     source: str | os.PathLike[str] | np.ndarray,
     speakers: int | str = "auto",
     *,
+    max_pause: float = DEFAULT_MAX_PAUSE,
     threads: int | None = None,
-    progress: Callable[[int, int | None], None] | None = None,
+    progress: Callable[[int, int | None], None] | None | bool = None,
     cancel: Cancel = None,
 ) -> list[Turn]:
     """Who speaks when in ``source``: ordered, non-overlapping turns in file seconds.
@@ -246,11 +267,14 @@ def diarize(
     source
         An audio file (any format the audio source reads) or 16 kHz mono float32 PCM.
     speakers
-        ``"auto"`` (find the count) or the number of speakers.
+        ``"auto"`` (find the count) or the number of speakers (1..``MAX_SPEAKERS``).
+    max_pause
+        Seconds: a speaker's pauses up to this long belong to their turn; a longer
+        pause ends it (as a change of speaker does).
     threads
         Threads for the encoder (default: the runtime's default).
     progress
-        ``progress(done, total)`` in samples of audio processed.
+        ``progress(done, total)`` in samples of audio processed; None or False: none.
     cancel
         A ``threading.Event``-like or callable signal, checked between blocks of audio and
         encoder batches; raises ``OperationCancelledError``.
@@ -258,17 +282,24 @@ def diarize(
     Raises
     ------
     ValueError
-        ``speakers`` is neither "auto" nor an int >= 1.
+        ``speakers`` is neither "auto" nor an int in 1..``MAX_SPEAKERS``, or
+        ``max_pause`` is not a finite number >= 0.
+    TypeError
+        ``progress`` is neither None, False nor callable.
     """
     count = check_speakers(speakers)
+    options = DiarizationOptions(max_pause=check_max_pause(max_pause))
+    report = _check_progress(progress)
     check_cancel(cancel)
-    from onespeech.features import AudioFileSource
-    from onespeech.speech.speakers.model import load_speaker_encoder, vad_model_path
-
-    diarizer = Diarizer(load_speaker_encoder(threads=threads), SileroVad.load(vad_model_path()))
+    diarizer = Diarizer.load(options, threads=threads)
     raise_if_cancelled(cancel, "speaker attribution")
-    wanted = count if count is not None else "auto"
-    if isinstance(source, np.ndarray):
-        return diarizer(source, wanted, progress=progress, cancel=cancel)
-    with AudioFileSource(source) as audio:  # decoded in blocks, as transcribe replays a file
-        return diarizer(audio.blocks(), wanted, progress=progress, cancel=cancel)
+    return diarizer.source(source, count if count is not None else "auto", progress=report, cancel=cancel)
+
+
+def _check_progress(progress: object) -> Callable[[int, int | None], None] | None:
+    # False means "no progress" as it does for transcribe
+    if progress is None or progress is False:
+        return None
+    if not callable(progress):
+        raise TypeError(f"progress must be None, False or a callable, not {type(progress).__name__}")
+    return progress  # type: ignore[no-any-return]
