@@ -194,6 +194,6 @@ class Document:
         """Parse :meth:`to_json` output."""
         try:
             data = loads_json(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        except ValueError as error:  # JSONDecodeError, undecodable bytes, an integer over 4300 digits
             raise DocumentFormatError(f"not JSON: {error}") from error
         return cls.from_dict(data)

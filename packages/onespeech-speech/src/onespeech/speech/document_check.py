@@ -44,11 +44,18 @@ T = TypeVar("T")
 # -- values ---------------------------------------------------------------------------------
 
 
+def _shown(value: object) -> str:
+    """``value`` for a message: short, and never an exception of its own."""
+    if isinstance(value, int) and value.bit_length() > 64:  # repr of over 4300 digits raises ValueError
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, (int, float, str, type(None))):
+        shown = repr(value)
+        return shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"of type {type(value).__name__}"
+
+
 def _fail(path: str, value: object, allowed: str) -> DocumentFormatError:
-    shown = repr(value) if isinstance(value, (int, float, str, type(None))) else f"of type {type(value).__name__}"
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return DocumentFormatError(f"{path} is {shown}; it must be {allowed}")
+    return DocumentFormatError(f"{path} is {_shown(value)}; it must be {allowed}")
 
 
 def _number(value: object, path: str, low: float, high: float, allowed: str) -> float:
@@ -99,7 +106,7 @@ def check_word(word: Word, path: str) -> None:
     _text(word.text, f"{path}.text")
     if word.start is None or word.end is None:
         if word.start is not None or word.end is not None:
-            raise DocumentFormatError(f"{path} has start {word.start!r} and end {word.end!r}; a word's times "
+            raise DocumentFormatError(f"{path} has start {_shown(word.start)} and end {_shown(word.end)}; a word's times "
                                       "must be both numbers or both null")
     else:
         _span(word.start, word.end, path)
@@ -169,7 +176,7 @@ def parse_document(data: object) -> Document:
         raise DocumentFormatError(f"a document must be a JSON object, not {type(data).__name__}")
     version = data.get("version")
     if isinstance(version, bool) or version != DOCUMENT_VERSION:
-        raise DocumentFormatError(f"document version {version!r} is not supported; this library reads "
+        raise DocumentFormatError(f"document version {_shown(version)} is not supported; this library reads "
                                   f"version {DOCUMENT_VERSION}")
     body = {key: value for key, value in data.items() if key != "version"}
     kwargs = _fields(Document, body, "")
@@ -208,7 +215,7 @@ def _fields(cls: type, data: object, path: str) -> dict[str, Any]:
     names = [f.name for f in fields(cls)]
     unknown = [key for key in data if key not in names]
     if unknown:
-        raise DocumentFormatError(f"{where} has the unknown field {str(unknown[0])[:60]!r}; a {cls.__name__} has "
+        raise DocumentFormatError(f"{where} has the unknown field {_shown(unknown[0])}; a {cls.__name__} has "
                                   f"{', '.join(names)}")
     required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in data]
