@@ -401,6 +401,8 @@ _HEAD_NAME = "thinker.lm_head.weight"
 
 def _end_rows(specs: list[TensorSpec], seed: int, source: Path, end_scale: float) -> dict[int, np.ndarray]:
     """Embedding rows (bfloat16 bits) that make the end tokens win greedy decoding every few steps."""
+    if not math.isfinite(end_scale) or end_scale <= 0:
+        raise CheckpointError(f"end_scale={end_scale} must be a positive finite number (0.1 in the tests)")
     by_name = {spec.name: spec for spec in specs}
     if by_name[_EMBED_NAME].shape[0] != by_name[_HEAD_NAME].shape[0]:
         raise CheckpointError("end_scale needs a tied ASR checkpoint (the aligner's head is not the embedding)")
@@ -434,16 +436,31 @@ def _edited_blocks(spec: TensorSpec, seed: int, edits: dict[int, np.ndarray] | N
         yield block
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """``python -m onespeech_tools.checkpoints OUT [--size] [--kind] [--seed] [--end-scale] [--max-slot]``."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="write a seeded random publisher-layout checkpoint")
+    parser = argparse.ArgumentParser(
+        prog="python -m onespeech_tools.checkpoints",
+        description="write a seeded random publisher-layout checkpoint (see docs/checkpoints.md)",
+    )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--size", choices=SIZES, default="tiny")
     parser.add_argument("--kind", choices=KINDS, default="asr")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    make_checkpoint(args.out_dir, args.size, args.seed, args.kind)
+    parser.add_argument("--end-scale", type=float, default=None, metavar="X",
+                        help="asr only: make greedy decoding end (0.1 ends after 1 to 217 tokens on the shared clips)")
+    parser.add_argument("--max-slot", type=int, default=None, metavar="N",
+                        help="aligner only: zero the timestamp head from row N on, so words get times "
+                             "within N x 80 ms (120: 9.6 s)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="the shared data folder with configs/ and tokenizer/ (default: found as the tests find it)")
+    args = parser.parse_args(argv)
+    try:
+        make_checkpoint(args.out_dir, args.size, args.seed, args.kind, data_dir=args.data_dir,
+                        end_scale=args.end_scale, max_slot=args.max_slot)
+    except (CheckpointError, FileNotFoundError) as error:
+        parser.error(str(error))
     print(args.out_dir)
     return 0
 

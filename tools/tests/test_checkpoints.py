@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -132,3 +133,38 @@ def test_bf16_rounding_is_nearest_even() -> None:
 def test_unknown_requests_are_refused(tmp_path: Path, size: str, kind: str) -> None:
     with pytest.raises(CheckpointError, match="allowed|aligner comes in"):
         make_checkpoint(tmp_path, size, kind=kind)
+
+
+def test_command_line_builds_the_end_scale_and_max_slot_variants(
+    tiny: Path, tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m onespeech_tools.checkpoints`` makes the same bytes as ``make_checkpoint``."""
+    data = ["--data-dir", str(shared_data)]
+    assert checkpoints.main([str(tmp_path / "asr"), "--end-scale", "0.1", *data]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "asr")
+    expected = make_checkpoint(tmp_path / "asr-py", "tiny", seed=0, data_dir=shared_data, end_scale=0.1)
+    ended = (tmp_path / "asr" / "model.safetensors").read_bytes()
+    assert ended == (expected / "model.safetensors").read_bytes()
+    assert ended != (tiny / "model.safetensors").read_bytes()
+
+    assert checkpoints.main([str(tmp_path / "al"), "--kind", "aligner", "--max-slot", "120", "--seed", "3", *data]) == 0
+    expected = make_checkpoint(tmp_path / "al-py", "tiny", seed=3, kind="aligner", data_dir=shared_data, max_slot=120)
+    assert (tmp_path / "al" / "model.safetensors").read_bytes() == (expected / "model.safetensors").read_bytes()
+    header = _read_header(tmp_path / "al" / "model.safetensors")
+    head = _tensor(tmp_path / "al" / "model.safetensors", header, "thinker.lm_head.weight")
+    assert not head[120:].any() and head[:120].any()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--max-slot", "120"], "max_slot applies to the aligner"),
+    (["--kind", "aligner", "--end-scale", "0.1"], "end_scale needs a tied ASR checkpoint"),
+    (["--kind", "aligner", "--max-slot", "0"], r"max_slot=0 is outside 1\.\.5000"),
+    (["--end-scale", "nan"], "end_scale=nan must be a positive finite number"),
+])
+def test_command_line_refuses_edits_that_do_not_apply(
+    tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        checkpoints.main([str(tmp_path / "x"), *argv, "--data-dir", str(shared_data)])
+    assert caught.value.code == 2
+    assert re.search(message, capsys.readouterr().err)

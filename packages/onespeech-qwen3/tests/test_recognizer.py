@@ -307,3 +307,11 @@ def test_unknown_model_name_is_refused(tmp_path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path))
     with pytest.raises(UnknownModelError, match="Qwen/Qwen3-ASR-0.6B"):
         Qwen3Recognizer.load("Qwen/No-Such-Model")
+
+
+def test_load_takes_the_options_as_keywords(model_dir) -> None:
+    """The spec's ``Load(directory, threads: 4)`` form; options and keywords together are refused."""
+    with Qwen3Recognizer.load(model_dir, threads=1, max_new_tokens=8, context="Vocabulary: log-mel.") as rec:
+        assert rec.options == Qwen3Options(context="Vocabulary: log-mel.", threads=1, max_new_tokens=8)
+    with pytest.raises(TypeError, match="give options= or the keywords context=, not both"):
+        Qwen3Recognizer.load(model_dir, Qwen3Options(), context="x")

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from onespeech.speech.document import Document, Segment, Word
+from onespeech.speech.errors import DocumentFormatError
 from onespeech.speech.writers import (
     FORMATS,
     SubtitleOptions,
@@ -124,8 +125,8 @@ def test_write_outputs_failure_keeps_the_old_file(tmp_path: Path) -> None:
     target = tmp_path / "a.json"
     target.write_text("old")
     broken = Document.from_segments([], 0.0)
-    broken.duration = object()  # type: ignore[assignment]  # not JSON-serialisable
-    with pytest.raises(TypeError):
+    broken.duration = object()  # type: ignore[assignment]  # not a number of seconds
+    with pytest.raises(DocumentFormatError, match="duration"):
         write_outputs(broken, "a.wav", tmp_path, "json")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["a.json"]

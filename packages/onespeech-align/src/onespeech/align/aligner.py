@@ -39,6 +39,7 @@ from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, Qwen3Config, load_config
 from onespeech.qwen3.decoder import Qwen3Decoder
 from onespeech.qwen3.encoder import AudioEncoder
 from onespeech.qwen3.errors import ModelKindError, RecognitionCancelled, raise_if_cancelled
+from onespeech.qwen3.load_options import options_from
 from onespeech.qwen3.runtime import RuntimeModel, load_model
 from onespeech.qwen3.transcript import Segment, Transcript, Word
 from onespeech.qwen3.units import WrittenUnit, spoken_units, written_units
@@ -132,8 +133,14 @@ class Qwen3ForcedAligner:
         alignment_directory: str | os.PathLike[str],
         options: Qwen3AlignerOptions | None = None,
         cancel: Cancel = None,
+        *,
+        precision: Precision | str | None = None,
+        threads: int | None = None,
     ) -> Qwen3ForcedAligner:
         """Load an aligner from publisher files or runtime files.
+
+        ``load(directory, threads=4)`` (the spec's form) is ``load(directory,
+        Qwen3AlignerOptions(threads=4))``; give options or keywords, not both.
 
         Parameters
         ----------
@@ -146,6 +153,8 @@ class Qwen3ForcedAligner:
             Precision and threads.
         cancel : threading.Event-like, callable or None
             Checked before and after loading.
+        precision, threads
+            The fields of ``Qwen3AlignerOptions``, instead of ``options``.
 
         Raises
         ------
@@ -156,8 +165,11 @@ class Qwen3ForcedAligner:
         ModelIntegrityError
             A damaged file (the message names the file to remove).
         AlignmentCancelledError
+        TypeError
+            Both ``options`` and a keyword, or ``options`` of another type.
         """
-        options = options or Qwen3AlignerOptions()
+        options = options_from(Qwen3AlignerOptions, options, "Qwen3ForcedAligner.load",
+                               precision=precision, threads=threads)
         check_cancel(cancel)
         _check_cancel(cancel)
         directory = Path(alignment_directory)

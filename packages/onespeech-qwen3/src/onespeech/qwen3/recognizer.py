@@ -37,6 +37,7 @@ from onespeech.qwen3.decoder import Generation, Qwen3Decoder
 from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
 from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
 from onespeech.qwen3.languages import Languages
+from onespeech.qwen3.load_options import options_from
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
 from onespeech.qwen3.runtime import RuntimeModel
 from onespeech.qwen3.transcript import Segment, Transcript, Word
@@ -151,8 +152,16 @@ class Qwen3Recognizer:
         cancel: Cancel = None,
         *,
         vad: SileroVad | str | os.PathLike[str] | None = None,
+        context: str | None = None,
+        precision: Precision | str | None = None,
+        threads: int | None = None,
+        max_new_tokens: int | None = None,
+        encoder_attention: str | None = None,
     ) -> Qwen3Recognizer:
         """Load a Qwen3-ASR model directory.
+
+        ``load(directory, threads=4, context="...")`` is ``load(directory,
+        Qwen3Options(threads=4, context="..."))``; give options or keywords, not both.
 
         Parameters
         ----------
@@ -169,6 +178,8 @@ class Qwen3Recognizer:
             the path of ``silero_vad.onnx``), loaded the first time one is needed.
             None: the catalog's Silero VAD (``silero-vad``), fetched, verified and
             converted into the model cache on first use like the Qwen models.
+        context, precision, threads, max_new_tokens, encoder_attention
+            The fields of ``Qwen3Options``, instead of ``options``.
 
         Raises
         ------
@@ -182,12 +193,15 @@ class Qwen3Recognizer:
             Another process is converting this directory; retry after it completes.
         ContextError
             ``options.context`` is too long or holds special tokens.
+        TypeError
+            Both ``options`` and a keyword, or ``options`` of another type.
         """
         from onespeech.kernels.resolve import resolve
         from onespeech.qwen3.config import load_config
         from onespeech.qwen3.runtime import load_model
 
-        options = options or Qwen3Options()
+        options = options_from(Qwen3Options, options, "Qwen3Recognizer.load", context=context, precision=precision,
+                               threads=threads, max_new_tokens=max_new_tokens, encoder_attention=encoder_attention)
         check_cancel(cancel)
         raise_if_cancelled(cancel)
         if Path(model_directory).is_dir():

@@ -3,7 +3,8 @@
 Times are seconds on the file's clock (exact 16 kHz sample positions divided by
 16000); ``None`` where no timing stage supplied them. ``Document.to_dict`` gives
 plain JSON types and carries a ``version``; ``Document.from_dict`` refuses other
-versions and malformed data with a ``DocumentFormatError`` naming the field.
+versions, malformed data and values that break the document rules (see
+``document_check``) with a ``DocumentFormatError`` naming the field path.
 """
 
 from __future__ import annotations
@@ -154,49 +155,45 @@ class Document:
             aligner=aligner,
         )
 
+    def check(self) -> None:
+        """Raise ``DocumentFormatError`` naming the first field that breaks the document rules.
+
+        The rules (``onespeech.speech.document_check``): finite times in seconds with
+        ``start <= end``, strings where strings go, confidences in 0..1. ``to_dict``,
+        ``to_json``, ``from_dict`` and every writer apply them.
+        """
+        from onespeech.speech.document_check import check_document
+
+        check_document(self)
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data with a ``version`` field."""
+        """Plain JSON-ready data with a ``version`` field (the document is checked first)."""
+        self.check()
         return {"version": DOCUMENT_VERSION, **asdict(self)}
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The document as JSON text (UTF-8 characters kept as they are)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+        """The document as strict JSON text (UTF-8 characters kept as they are; never NaN or Infinity)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
-        """Rebuild a document from :meth:`to_dict` output (or parsed JSON of it)."""
-        if not isinstance(data, dict):
-            raise DocumentFormatError(f"a document must be a JSON object, not {type(data).__name__}")
-        version = data.get("version")
-        if version != DOCUMENT_VERSION:
-            raise DocumentFormatError(f"document version {version!r} is not supported; this library reads "
-                                      f"version {DOCUMENT_VERSION}")
-        try:
-            return cls(
-                text=data["text"],
-                duration=data["duration"],
-                language=data["language"],
-                languages=list(data["languages"]),
-                segments=[_segment(s) for s in data["segments"]],
-                words=[Word(**w) for w in data["words"]],
-                model=ModelInfo(**data["model"]) if data["model"] is not None else None,
-                aligner=ModelInfo(**data["aligner"]) if data["aligner"] is not None else None,
-                speakers=[Speaker(**s) for s in data.get("speakers", [])],
-            )
-        except (KeyError, TypeError) as error:
-            raise DocumentFormatError(f"not a version {DOCUMENT_VERSION} document: {error}") from error
+        """Rebuild a document from :meth:`to_dict` output (or parsed JSON of it).
+
+        Raises
+        ------
+        DocumentFormatError
+            Another version, a missing or unknown field, or a value that breaks the
+            document rules; the message names the field path (``segments[3].words[2].end``).
+        """
+        from onespeech.speech.document_check import parse_document
+
+        return parse_document(data)
 
     @classmethod
     def from_json(cls, text: str) -> Document:
         """Parse :meth:`to_json` output."""
         try:
             data = loads_json(text)
-        except json.JSONDecodeError as error:
+        except ValueError as error:  # JSONDecodeError, undecodable bytes, an integer over 4300 digits
             raise DocumentFormatError(f"not JSON: {error}") from error
         return cls.from_dict(data)
-
-
-def _segment(data: dict[str, Any]) -> Segment:
-    fields = dict(data)
-    fields["words"] = [Word(**w) for w in fields["words"]]
-    return Segment(**fields)

@@ -8,6 +8,13 @@
   gets a line of its own), ``max_lines`` lines and ``max_cue_seconds`` a cue. A segment
   without word times is one cue spanning the segment, its text wrapped into lines.
 
+Every writer first checks the document (``Document.check``): a NaN or infinite time,
+``end < start`` or a lone surrogate in a Document built in code raises
+``DocumentFormatError`` naming the field before anything is written. Texts and
+speaker labels are put on one line each in every format: each run of whitespace
+(line breaks of any kind, tabs) and control characters becomes one space. A word
+whose text is blank makes no cue and no empty line; in srt and vtt no line holds "-->".
+
 ``write_outputs`` writes each file under a temporary name in the output directory and
 renames it into place (``onespeech.speech.atomic``), so an interrupted run never leaves a
 half-written file.
@@ -16,6 +23,7 @@ half-written file.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -66,13 +74,18 @@ class ResultWriter:
     extension = ""
 
     def write(self, document: Document, file: TextIO) -> None:
+        """Check the document (``DocumentFormatError`` before any output), then write it."""
+        document.check()
+        self._write(document, file)
+
+    def _write(self, document: Document, file: TextIO) -> None:
         raise NotImplementedError
 
 
 class TxtWriter(ResultWriter):
     extension = "txt"
 
-    def write(self, document: Document, file: TextIO) -> None:
+    def _write(self, document: Document, file: TextIO) -> None:
         for segment in document.segments:
             file.write(_speaker_prefix(segment.speaker) + _one_line(segment.text) + "\n")
 
@@ -80,19 +93,19 @@ class TxtWriter(ResultWriter):
 class JsonWriter(ResultWriter):
     extension = "json"
 
-    def write(self, document: Document, file: TextIO) -> None:
-        file.write(document.to_json() + "\n")
+    def _write(self, document: Document, file: TextIO) -> None:
+        file.write(document.to_json() + "\n")  # strict JSON: to_json refuses NaN and infinities
 
 
 class TsvWriter(ResultWriter):
     extension = "tsv"
 
-    def write(self, document: Document, file: TextIO) -> None:
+    def _write(self, document: Document, file: TextIO) -> None:
         speakers = any(segment.speaker is not None for segment in document.segments)
         file.write("start\tend\ttext\tspeaker\n" if speakers else "start\tend\ttext\n")
         for segment in document.segments:
-            text = _one_line(segment.text).replace("\t", " ")
-            speaker = f"\t{segment.speaker or ''}" if speakers else ""
+            text = _one_line(segment.text)  # tabs are whitespace: no column can split
+            speaker = f"\t{_one_line(segment.speaker or '')}" if speakers else ""
             file.write(f"{round(1000 * segment.start)}\t{round(1000 * segment.end)}\t{text}{speaker}\n")
 
 
@@ -100,7 +113,7 @@ class SubtitleWriter(ResultWriter):
     def __init__(self, options: SubtitleOptions | None = None) -> None:
         self.options = options or SubtitleOptions()
 
-    def write(self, document: Document, file: TextIO) -> None:
+    def _write(self, document: Document, file: TextIO) -> None:
         self._header(file)
         for index, cue in enumerate(subtitle_cues(document, self.options), start=1):
             self._cue(file, index, cue)
@@ -187,17 +200,22 @@ def write_outputs(
 
 
 def subtitle_cues(document: Document, options: SubtitleOptions | None = None) -> list[Cue]:
-    """The document's cues: word-timed segments cut at word boundaries, others one cue each."""
+    """The document's cues: word-timed segments cut at word boundaries, others one cue each.
+
+    Every cue has at least one line, and no line is empty or holds a line break or "-->".
+    """
+    document.check()
     options = options or SubtitleOptions()
     cues: list[Cue] = []
     for segment in document.segments:
-        if not segment.text.strip():
+        if not _one_line(segment.text):
             continue
         if any(w.start is not None for w in segment.words):
             cues.extend(_timed_cues(segment, options))
         else:
-            lines = _wrap(_pieces(segment), options.max_line_chars, _joiner(segment))
-            cues.append(Cue(segment.start, segment.end, tuple(lines), segment.speaker))
+            lines = _wrap([p for p in _pieces(segment) if p], options.max_line_chars, _joiner(segment))
+            if lines:
+                cues.append(Cue(segment.start, segment.end, tuple(lines), segment.speaker))
     return cues
 
 
@@ -208,6 +226,8 @@ def _timed_cues(segment: Segment, options: SubtitleOptions) -> list[Cue]:
     groups: list[list[int]] = []  # word indices per cue
     cue_start: float | None = None
     for i, word in enumerate(segment.words):
+        if not pieces[i]:
+            continue  # a blank word shows nothing: no cue of its own, no time
         if groups:
             candidate = [pieces[j] for j in groups[-1]] + [pieces[i]]
             too_long = len(_wrap(candidate, options.max_line_chars, joiner)) > options.max_lines
@@ -238,7 +258,8 @@ def _timed_cues(segment: Segment, options: SubtitleOptions) -> list[Cue]:
 
 
 def _speaker_prefix(speaker: str | None) -> str:
-    return f"[{speaker}] " if speaker else ""
+    label = _no_arrow(_one_line(speaker or ""))
+    return f"[{label}] " if label else ""
 
 
 def _cue_lines(cue: Cue) -> tuple[str, ...]:
@@ -255,14 +276,11 @@ def _span(words: Iterable[Word]) -> tuple[float | None, float | None]:
 
 
 def _pieces(segment: Segment) -> list[str]:
-    """The text of each word (without words: the written units of the text), safe in a cue.
-
-    "-->" becomes "->": parsers read a line holding "-->" as a cue's timing line.
-    """
+    """The text of each word (without words: the written units of the text) on one line; "" if blank."""
     texts = [w.text for w in segment.words] if segment.words else [
         u.text for u in written_units(segment.text, segment.language)
     ]
-    return [_one_line(t).replace("-->", "->") for t in texts]
+    return [_one_line(t) for t in texts]
 
 
 def _joiner(segment: Segment) -> str:
@@ -270,19 +288,36 @@ def _joiner(segment: Segment) -> str:
 
 
 def _wrap(pieces: Sequence[str], width: int, joiner: str) -> list[str]:
-    """Greedy line filling at piece boundaries; a piece longer than ``width`` gets its own line."""
+    """Greedy line filling at piece boundaries; a piece longer than ``width`` gets its own line.
+
+    Each line is made arrow-free after joining: "a-" and "->" joined without a space
+    would make one.
+    """
     lines: list[str] = []
     for piece in pieces:
         if lines and len(lines[-1]) + len(joiner) + len(piece) <= width:
             lines[-1] = lines[-1] + joiner + piece
         else:
             lines.append(piece)
-    return lines
+    return [_no_arrow(line) for line in lines]
+
+
+# whitespace of any kind (str.isspace: line and paragraph separators, vertical tab, form
+# feed, U+0085, ...) and the C0/C1 control characters; parsers split lines at several of them
+_BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
+# a run of two or more hyphens before ">": replaced whole, so no "-->" can remain (one
+# pass, by construction; replacing "-->" alone turns "--->" into "-->")
+_ARROWS = re.compile(r"-{2,}>")
 
 
 def _one_line(text: str) -> str:
-    """Text on one line: any run of whitespace (newlines included) becomes one space."""
-    return " ".join(text.split())
+    """Text on one line: each run of whitespace or control characters becomes one space."""
+    return _BREAKS.sub(" ", text).strip(" ")
+
+
+def _no_arrow(text: str) -> str:
+    """Without "-->", which subtitle parsers read as a cue's timing line."""
+    return _ARROWS.sub("->", text)
 
 
 def _vtt_escape(text: str) -> str:

@@ -1,0 +1,239 @@
+"""The rules every Document meets, checked on the way in and before it is written.
+
+A Document read from JSON (``Document.from_dict``) or built in code is checked
+against the same rules; a value that breaks one raises ``DocumentFormatError``
+naming the field path (``segments[3].words[2].end``) and what is allowed. The
+rules are what the writers rely on: times are finite numbers of seconds in
+``0..MAX_SECONDS`` with ``start <= end`` (a word's times are both given or both
+None), texts and labels are strings that UTF-8 can encode, confidences are in
+0..1. Texts may hold any characters otherwise: the writers put them on one line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, fields
+from typing import Any, TypeVar
+
+from onespeech.qwen3.transcript import TimingMethod
+from onespeech.speech.document import (
+    DOCUMENT_VERSION,
+    FINISH_END_TOKEN,
+    FINISH_MAX_NEW_TOKENS,
+    Document,
+    ModelInfo,
+    Segment,
+    Speaker,
+    Word,
+)
+from onespeech.speech.errors import DocumentFormatError
+
+__all__ = ["MAX_SECONDS", "check_document", "parse_document"]
+
+# Far beyond any recording (about 31 years), and small enough that every time
+# becomes an exact millisecond count and a printable subtitle timestamp.
+MAX_SECONDS = 1e9
+
+_FINISHES = (FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS)
+_TIMING_METHODS = tuple(method.value for method in TimingMethod)
+
+T = TypeVar("T")
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: short, and never an exception of its own."""
+    if isinstance(value, int) and value.bit_length() > 64:  # repr of over 4300 digits raises ValueError
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, (int, float, str, type(None))):
+        shown = repr(value)
+        return shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"of type {type(value).__name__}"
+
+
+def _fail(path: str, value: object, allowed: str) -> DocumentFormatError:
+    return DocumentFormatError(f"{path} is {_shown(value)}; it must be {allowed}")
+
+
+def _number(value: object, path: str, low: float, high: float, allowed: str) -> float:
+    # ints are compared without a float conversion: a huge JSON integer would overflow it
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(path, value, allowed)
+    if isinstance(value, float) and not math.isfinite(value) or not low <= value <= high:
+        raise _fail(path, value, allowed)
+    return float(value)
+
+
+def _seconds(value: object, path: str) -> float:
+    return _number(value, path, 0, MAX_SECONDS, f"a number of seconds in 0..{MAX_SECONDS:g}")
+
+
+def _instance(value: object, cls: type, path: str) -> None:
+    if not isinstance(value, cls):
+        raise _fail(path, value, f"a {cls.__name__}")
+
+
+def _text(value: object, path: str, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _fail(path, value, "a string or null" if optional else "a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate, e.g. from JSON "\ud800"
+        raise DocumentFormatError(f"{path} holds {value[error.start]!r} at {error.start}, which is not a Unicode "
+                                  "character (a lone surrogate); it must be text UTF-8 can encode") from None
+
+
+def _choice(value: object, path: str, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise _fail(path, value, "one of " + ", ".join(repr(c) for c in choices))
+
+
+def _span(start: object, end: object, path: str) -> None:
+    if _seconds(start, f"{path}.start") > _seconds(end, f"{path}.end"):
+        raise DocumentFormatError(f"{path}.end is {end!r}, before {path}.start {start!r}; it must not be")
+
+
+# -- the dataclasses --------------------------------------------------------------------------
+
+
+def check_word(word: Word, path: str) -> None:
+    _instance(word, Word, path)
+    _text(word.text, f"{path}.text")
+    if word.start is None or word.end is None:
+        if word.start is not None or word.end is not None:
+            raise DocumentFormatError(f"{path} has start {_shown(word.start)} and end {_shown(word.end)}; a word's times "
+                                      "must be both numbers or both null")
+    else:
+        _span(word.start, word.end, path)
+    if word.confidence is not None:
+        _number(word.confidence, f"{path}.confidence", 0, 1, "a number in 0..1 or null")
+    _choice(word.timing_method, f"{path}.timing_method", _TIMING_METHODS)
+    _text(word.speaker, f"{path}.speaker", optional=True)
+
+
+def check_segment(segment: Segment, path: str) -> None:
+    _instance(segment, Segment, path)
+    _span(segment.start, segment.end, path)
+    _text(segment.text, f"{path}.text")
+    _text(segment.language, f"{path}.language", optional=True)
+    _list(segment.words, f"{path}.words")
+    for i, word in enumerate(segment.words):
+        check_word(word, f"{path}.words[{i}]")
+    _choice(segment.finish, f"{path}.finish", _FINISHES)
+    _text(segment.timing, f"{path}.timing")
+    _text(segment.speaker, f"{path}.speaker", optional=True)
+
+
+def check_document(document: Document) -> None:
+    """Raise ``DocumentFormatError`` naming the first field that breaks the rules of this module."""
+    _instance(document, Document, "the document")
+    _text(document.text, "text")
+    _seconds(document.duration, "duration")
+    _text(document.language, "language", optional=True)
+    _list(document.languages, "languages")
+    for i, tag in enumerate(document.languages):
+        _text(tag, f"languages[{i}]")
+    _list(document.segments, "segments")
+    for i, segment in enumerate(document.segments):
+        check_segment(segment, f"segments[{i}]")
+    _list(document.words, "words")
+    for i, word in enumerate(document.words):
+        check_word(word, f"words[{i}]")
+    for name in ("model", "aligner"):
+        info = getattr(document, name)
+        if info is not None:
+            _instance(info, ModelInfo, name)
+            _text(info.id_or_path, f"{name}.id_or_path")
+            _text(info.revision, f"{name}.revision", optional=True)
+            _text(info.precision, f"{name}.precision")
+    _list(document.speakers, "speakers")
+    for i, speaker in enumerate(document.speakers):
+        _instance(speaker, Speaker, f"speakers[{i}]")
+        _text(speaker.label, f"speakers[{i}].label")
+        _seconds(speaker.duration, f"speakers[{i}].duration")
+
+
+def _list(value: object, path: str) -> None:
+    if not isinstance(value, list):
+        raise _fail(path, value, "a list")
+
+
+# -- from JSON data ----------------------------------------------------------------------------
+
+
+def parse_document(data: object) -> Document:
+    """A checked Document from ``Document.to_dict`` output or parsed JSON of it.
+
+    Structure first (objects with exactly their fields, arrays where lists go), then
+    :func:`check_document`. Integer times become floats.
+    """
+    if not isinstance(data, Mapping):
+        raise DocumentFormatError(f"a document must be a JSON object, not {type(data).__name__}")
+    version = data.get("version")
+    if isinstance(version, bool) or version != DOCUMENT_VERSION:
+        raise DocumentFormatError(f"document version {_shown(version)} is not supported; this library reads "
+                                  f"version {DOCUMENT_VERSION}")
+    body = {key: value for key, value in data.items() if key != "version"}
+    kwargs = _fields(Document, body, "")
+    kwargs["languages"] = _items(kwargs["languages"], "languages", lambda item, path: item)
+    kwargs["segments"] = _items(kwargs["segments"], "segments", _segment)
+    kwargs["words"] = _items(kwargs["words"], "words", _word)
+    for name in ("model", "aligner"):
+        if kwargs[name] is not None:
+            kwargs[name] = ModelInfo(**_fields(ModelInfo, kwargs[name], name))
+    kwargs["speakers"] = _items(kwargs.get("speakers", []), "speakers",
+                                lambda item, path: Speaker(**_fields(Speaker, item, path)))
+    _floats(kwargs, ("duration",))
+    document = Document(**kwargs)
+    check_document(document)
+    return document
+
+
+def _segment(data: object, path: str) -> Segment:
+    kwargs = _fields(Segment, data, path)
+    kwargs["words"] = _items(kwargs["words"], f"{path}.words", _word)
+    _floats(kwargs, ("start", "end"))
+    return Segment(**kwargs)
+
+
+def _word(data: object, path: str) -> Word:
+    kwargs = _fields(Word, data, path)
+    _floats(kwargs, ("start", "end", "confidence"))
+    return Word(**kwargs)
+
+
+def _fields(cls: type, data: object, path: str) -> dict[str, Any]:
+    """``data``'s entries, which must be exactly ``cls``'s fields (those with defaults may be missing)."""
+    where = path or "the document"
+    if not isinstance(data, Mapping):
+        raise _fail(where, data, f"an object with the fields of a {cls.__name__}")
+    names = [f.name for f in fields(cls)]
+    unknown = [key for key in data if key not in names]
+    if unknown:
+        raise DocumentFormatError(f"{where} has the unknown field {_shown(unknown[0])}; a {cls.__name__} has "
+                                  f"{', '.join(names)}")
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise DocumentFormatError(f"{where} has no field {missing[0]!r}; a {cls.__name__} needs "
+                                  f"{', '.join(required)}")
+    return dict(data)
+
+
+def _items(value: object, path: str, parse: Callable[[Any, str], T]) -> list[T]:
+    if not isinstance(value, (list, tuple)):
+        raise _fail(path, value, "an array")
+    return [parse(item, f"{path}[{i}]") for i, item in enumerate(value)]
+
+
+def _floats(kwargs: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Integer times (JSON ``3``) as floats; other types are left for the checks to name."""
+    for name in names:
+        value = kwargs.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_SECONDS:
+            kwargs[name] = float(value)
