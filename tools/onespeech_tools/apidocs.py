@@ -103,7 +103,13 @@ def public_modules(package: str) -> list[ModuleType]:
     for name in sorted(names):
         if any(part.startswith("_") for part in name.split(".")):
             continue
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            raise ModuleNotFoundError(
+                f"{name} needs {e.name}, which is not installed; the API reference is generated from a "
+                "development install with every extra (onespeech-speech[server])"
+            ) from e
         if hasattr(module, "__all__"):
             modules.append(module)
     return modules
@@ -389,12 +395,18 @@ def _annotation(annotation: Any) -> Any:
     return _Shown(annotation if isinstance(annotation, str) else _strip_typing(inspect.formatannotation(annotation)))
 
 
-def signature(obj: Any, name: str, prefix: str = "def ") -> str | None:
-    """``def name(params) -> ret`` with defaults shown by `show_value`; None if unavailable."""
+def signature(obj: Any, name: str, prefix: str = "def ", wrap: bool = True) -> str | None:
+    """``def name(params) -> ret`` with defaults shown by `show_value`; None if unavailable.
+
+    A method's ``self`` is left out; with ``wrap``, a long signature gets one parameter
+    per line.
+    """
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return None
+    if inspect.isfunction(obj) and "." in obj.__qualname__ and next(iter(sig.parameters), "") == "self":
+        sig = sig.replace(parameters=list(sig.parameters.values())[1:])
     params = [
         p.replace(
             annotation=_annotation(p.annotation),
@@ -406,7 +418,7 @@ def signature(obj: Any, name: str, prefix: str = "def ") -> str | None:
     if prefix == "class ":
         sig = sig.replace(return_annotation=inspect.Signature.empty)
     text = f"{prefix}{name}{sig}"
-    if len(text) <= _MAX_LINE or len(params) == 0:
+    if not wrap or len(text) <= _MAX_LINE or len(params) == 0:
         return text
     # one parameter per line: split the printed list at the top-level commas
     inner = str(sig.replace(return_annotation=inspect.Signature.empty))[1:-1]
@@ -558,14 +570,10 @@ def _member_line(cls: type, name: str, raw: Any) -> str | None:
     if isinstance(raw, (classmethod, staticmethod)):
         kind = "classmethod" if isinstance(raw, classmethod) else "staticmethod"
         func = getattr(cls, name)
-        return f"`{signature(func, name, '')}` ({kind}): {_summary(raw.__func__)}"
+        return f"`{signature(func, name, '', wrap=False)}` ({kind}): {_summary(raw.__func__)}"
     if inspect.isfunction(raw):
-        return f"`{_one_line(signature(raw, name, ''))}`: {_summary(raw)}"
+        return f"`{signature(raw, name, '', wrap=False)}`: {_summary(raw)}"
     return None
-
-
-def _one_line(text: str | None) -> str:
-    return "" if text is None else re.sub(r"\(\n\s*", "(", re.sub(r",\n\s*(?=\))", "", re.sub(r",\n\s+", ", ", text)))
 
 
 def _summary(func: Callable[..., Any] | None) -> str:
