@@ -11,8 +11,8 @@ from onespeech.qwen3.languages import TAG_BY_NAME, Languages
 
 from .errors import LanguageRequiredError
 
-# tag -> the name in the released config's ``support_languages`` (and the reference's
-# ``language`` argument).
+#: Language tag -> its name in the released config's ``support_languages`` (and the reference's
+#: ``language`` argument).
 ALIGNER_LANGUAGES: dict[str, str] = {
     "zh": "Chinese",
     "en": "English",

@@ -14,7 +14,9 @@ from onespeech.kernels.registry import register_kind
 
 __all__ = ["CATALOG_DIR", "ONNX_NAME", "convert_publisher", "publisher_files", "runtime_name"]
 
+#: Directory of the catalog entries this package ships (the Silero VAD).
 CATALOG_DIR = Path(__file__).with_name("catalog")
+#: The publisher's ONNX file the VAD runtime file is converted from.
 ONNX_NAME = "silero_vad.onnx"
 
 

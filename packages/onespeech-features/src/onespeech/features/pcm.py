@@ -22,11 +22,14 @@ from onespeech.features.errors import (
     SampleRateError,
 )
 
+#: The only sample rate the models take, in Hz (mono float32 PCM).
 SAMPLE_RATE = 16000
 MIN_SAMPLES_EXCLUSIVE = 200  # n_fft // 2: the reflection pad needs more samples than this
 CHUNK_SECONDS = 30  # one recognition, and the public Whisper extractor, see at most 30 s
+#: Samples in the longest chunk one recognition sees (30 s at 16 kHz).
 MAX_CHUNK_SAMPLES = CHUNK_SECONDS * SAMPLE_RATE  # 480000
 ALIGNMENT_MAX_SECONDS = 300  # the forced aligner's bounded input
+#: Samples in the longest audio one forced alignment takes (300 s at 16 kHz).
 ALIGNMENT_MAX_SAMPLES = ALIGNMENT_MAX_SECONDS * SAMPLE_RATE  # 4800000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 # every input path (a file header, a live push, the WebSocket's query, stdin) takes rates in this range

@@ -22,7 +22,9 @@ from onespeech.kernels.store import read_manifest
 
 __all__ = ["DEFAULT_VAD", "VAD_MODEL_ENV", "default_vad_path"]
 
+#: Environment variable naming a local ``silero_vad.onnx`` to use instead of the cached model.
 VAD_MODEL_ENV = "ONESPEECH_VAD_MODEL"
+#: Catalog name of the VAD used when none is given.
 DEFAULT_VAD = "silero-vad"
 
 

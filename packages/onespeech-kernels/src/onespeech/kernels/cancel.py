@@ -22,6 +22,7 @@ class CancelEvent(Protocol):
     def is_set(self) -> bool: ...
 
 
+#: What ``cancel`` accepts: an Event-like object, a callable returning True once cancelled, or None.
 Cancel = CancelEvent | Callable[[], bool] | None
 
 

@@ -16,8 +16,9 @@ from types import ModuleType
 
 __all__ = ["ENV_VAR", "VARIANTS", "cpu_features", "load_variant", "select_variant", "supported_variants"]
 
+#: Environment variable naming the kernel variant to load instead of the best one this CPU supports.
 ENV_VAR = "ONESPEECH_KERNELS"
-# best first; each needs every listed feature (numpy's names)
+#: Kernel variant -> the CPU features it needs, all of them (numpy's names); best first.
 VARIANTS: dict[str, tuple[str, ...]] = {
     # avx512bf16 plus AMX tiles, which only the bf16 x bf16 GEMM (`gemm_bf16amx`) uses
     "amx": ("AMX_BF16", "AMX_TILE", "AVX512BF16", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),

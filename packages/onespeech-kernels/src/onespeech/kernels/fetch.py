@@ -80,6 +80,7 @@ __all__ = [
     "offline_mode",
 ]
 
+#: The hub address used unless ``endpoint`` or ``HF_ENDPOINT`` names another.
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # 64 KiB per read: when a connection drops, requests discards the block being read, so
 # a resumed download restarts at most this far before the point of failure

@@ -19,10 +19,11 @@ from pathlib import Path
 
 __all__ = ["ENTRY_POINT_GROUP", "Converter", "ModelKind", "catalog_dirs", "model_kind", "register_kind"]
 
+#: Entry-point group through which installed packages register their model kinds.
 ENTRY_POINT_GROUP = "onespeech.models"
 
-# (publisher_dir, staging_dir, precision "fp32"|"bf16", revision or None) -> anything;
-# writes the runtime files of one precision into staging_dir (never elsewhere)
+#: A model kind's converter: (publisher_dir, staging_dir, precision "fp32"|"bf16",
+#: revision or None) -> anything; writes the runtime files of one precision into staging_dir (never elsewhere)
 Converter = Callable[[Path, Path, str, str | None], object]
 
 

@@ -100,6 +100,7 @@ __all__ = [
 ]
 
 RECORD_PREFIX = "install."
+#: Subdirectories of a model's cache entry: the publisher's files as downloaded, and the converted runtime files.
 PUBLISHER_DIR, RUNTIME_DIR = "publisher", "runtime"
 INDEX_NAME = "model.safetensors.index.json"
 IN_PLACE = "."  # the record's "source_dir" when the sources sit beside the runtime files

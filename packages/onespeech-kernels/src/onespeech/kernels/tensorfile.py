@@ -34,9 +34,11 @@ from .jsonfile import loads_json
 
 __all__ = ["ALIGNMENT", "FORMAT_VERSION", "MAGIC", "TensorFile", "read_tensor_file", "write_tensor_file"]
 
+#: The first 8 bytes of every tensor file.
 MAGIC = b"OSTENSR\x00"
+#: The tensor-file format version written, and the only one read.
 FORMAT_VERSION = 1
-ALIGNMENT = 64  # a cache line, and enough for any SIMD load
+ALIGNMENT = 64  #: a cache line, and enough for any SIMD load
 _PREAMBLE = struct.Struct("<8sIIQ")  # magic, version, reserved, index length
 _MAX_INDEX_BYTES = 64 << 20  # ~ a million tensors; anything larger is damage
 

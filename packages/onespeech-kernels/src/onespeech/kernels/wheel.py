@@ -27,8 +27,10 @@ from onespeech.kernels.store import FileDigest, record_verified, safe_join, veri
 
 __all__ = ["DEFAULT_PYPI_FILES", "DOWNLOAD_DIR", "PYPI_FILES_ENV", "fetch_wheel_members", "wheel_url"]
 
-DOWNLOAD_DIR = ".download"  # beside publisher/, holds the wheel while members are copied out
+DOWNLOAD_DIR = ".download"  #: beside publisher/, holds the wheel while members are copied out
+#: Environment variable naming another host for PyPI's files (a mirror).
 PYPI_FILES_ENV = "ONESPEECH_PYPI_FILES"
+#: The host wheels are downloaded from unless ``ONESPEECH_PYPI_FILES`` names another.
 DEFAULT_PYPI_FILES = "https://files.pythonhosted.org"
 _BLOCK = 1 << 20
 

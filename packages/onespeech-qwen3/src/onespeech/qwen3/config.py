@@ -35,7 +35,9 @@ __all__ = [
     "parse_config",
 ]
 
+#: ``model_type`` in the config.json of Qwen3-ASR checkpoints.
 ASR_MODEL_TYPE = "qwen3_asr"
+#: ``model_type`` in the config.json of Qwen3-ForcedAligner checkpoints.
 ALIGNER_MODEL_TYPE = "qwen3_forced_aligner"
 EMBED_NAME = "thinker.model.embed_tokens.weight"
 LM_HEAD_NAME = "thinker.lm_head.weight"

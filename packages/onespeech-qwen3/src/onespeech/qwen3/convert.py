@@ -58,11 +58,13 @@ __all__ = [
     "manifest_name",
 ]
 
+#: Version of the conversion, recorded in each runtime file's metadata.
 CONVERTER_VERSION = 1
 RUNTIME_FORMAT = "onespeech-qwen3-runtime"
+#: The precisions runtime files are converted to.
 PRECISIONS = ("fp32", "bf16")
-# No runtime file exceeds this: 2 GiB keeps every file mappable and copyable on
-# filesystems and tools with 32-bit size limits.
+#: The largest runtime file written, in bytes: 2 GiB keeps every file mappable and copyable on
+#: filesystems and tools with 32-bit size limits.
 MAX_FILE_BYTES = 2 << 30
 LAYERS_PER_FILE = 4
 # tensor-file index (a few KB for four layers) and 64-byte alignment per tensor

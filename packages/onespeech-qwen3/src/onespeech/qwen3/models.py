@@ -15,7 +15,9 @@ from onespeech.kernels.registry import register_kind
 
 __all__ = ["CATALOG_DIR", "KINDS", "convert_publisher", "publisher_files"]
 
+#: Directory of the catalog entries this package ships (Qwen3-ASR and Qwen3-ForcedAligner).
 CATALOG_DIR = Path(__file__).with_name("catalog")
+#: The model kinds this package registers and converts.
 KINDS = ("asr", "aligner")
 _WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 

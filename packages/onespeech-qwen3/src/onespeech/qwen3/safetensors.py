@@ -39,8 +39,10 @@ __all__ = [
     "open_safetensors",
 ]
 
-# safetensors' own reader refuses headers above 100 MB; a real header here is < 100 KB
+#: The largest safetensors header read, in bytes: safetensors' own reader refuses
+#: headers above 100 MB; a real header here is < 100 KB
 MAX_HEADER_BYTES = 100_000_000
+#: Name of the index file of a checkpoint sharded over several safetensors files.
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 

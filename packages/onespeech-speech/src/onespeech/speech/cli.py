@@ -41,10 +41,12 @@ def _command_modules() -> list[ModuleType]:
     return sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
+#: The subcommand modules, in help order; filled by :func:`build_parser`.
 COMMANDS: list[ModuleType] = []
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``onespeech`` argument parser, with one subcommand per module in :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(prog="onespeech", description="OneSpeech: speech to text on the CPU.")
     parser.add_argument("--version", action="version", version=f"onespeech {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -190,6 +192,7 @@ max_pause_option = NumberOption(0, 3600, unit="seconds")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``onespeech`` command on ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

@@ -31,8 +31,9 @@ from onespeech.speech.errors import DocumentFormatError
 
 __all__ = ["MAX_SECONDS", "check_document", "parse_document"]
 
-# Far beyond any recording (about 31 years), and small enough that every time
-# becomes an exact millisecond count and a printable subtitle timestamp.
+#: The largest time a document may hold, in seconds: far beyond any recording (about
+#: 31 years), and small enough that every time becomes an exact millisecond count and
+#: a printable subtitle timestamp.
 MAX_SECONDS = 1e9
 
 _FINISHES = (FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS)

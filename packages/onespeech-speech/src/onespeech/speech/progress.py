@@ -10,9 +10,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+#: Called as ``progress(stage, done_seconds, total_seconds)``, stage one of :data:`STAGES`.
 ProgressCallback = Callable[[str, float, float], None]
+#: What ``progress`` accepts: a callback, True or None (a bar on a terminal), or False (none).
 Progress = ProgressCallback | bool | None
 
+#: The stages progress is reported for, in order.
 STAGES = ("decode", "recognize", "align", "speakers")
 
 __all__ = ["STAGES", "Progress", "ProgressCallback", "progress_reporter"]

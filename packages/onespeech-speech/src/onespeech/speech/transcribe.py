@@ -53,7 +53,9 @@ from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE, check_max_pause
 
 __all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "Transcriber", "recognize_chunk", "transcribe"]
 
+#: The recognizer used when no model is given.
 DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
+#: The forced aligner used when no aligner is given.
 DEFAULT_ALIGNER = "Qwen/Qwen3-ForcedAligner-0.6B"
 
 # timing reasons written into Segment.timing when no stage timed the words

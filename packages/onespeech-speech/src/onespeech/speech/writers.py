@@ -35,6 +35,7 @@ from onespeech.speech.atomic import write_atomic
 from onespeech.speech.document import Document, Segment, Word
 from onespeech.speech.output_paths import output_stem
 
+#: The output formats, as accepted by :func:`get_writer`.
 FORMATS = ("txt", "srt", "vtt", "tsv", "json")
 
 __all__ = ["FORMATS", "Cue", "ResultWriter", "SubtitleOptions", "get_writer", "parse_formats", "subtitle_cues",

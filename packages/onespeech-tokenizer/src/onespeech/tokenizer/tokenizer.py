@@ -36,7 +36,7 @@ from .files import CONFIG_FILE, MERGES_FILE, VOCAB_FILE, TokenizerConfig, load_c
 from .normalize import nfc
 from .pretokenize import split
 
-MAX_TEXT_BYTES = 1024 * 1024  # 1 MiB of UTF-8 per encode call
+MAX_TEXT_BYTES = 1024 * 1024  #: 1 MiB of UTF-8 per encode call
 
 
 class Qwen3Tokenizer:

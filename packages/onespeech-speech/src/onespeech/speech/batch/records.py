@@ -131,6 +131,7 @@ def claimed_by_other(record: Record | None, source: Path) -> bool:
 
 
 def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of the file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(_HASH_BLOCK):

@@ -51,7 +51,7 @@ from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE, Turn, build_turns
 
 __all__ = ["MAX_SPEAKERS", "DiarizationOptions", "Diarizer", "Turn", "diarize", "speaker_label"]
 
-MAX_SPEAKERS = 64  # a given count above this is a mistake, not a meeting
+MAX_SPEAKERS = 64  #: a given count above this is a mistake, not a meeting
 _ARRAY_BLOCK = 1 << 16  # samples per block when the audio is one array (views, no copies)
 
 

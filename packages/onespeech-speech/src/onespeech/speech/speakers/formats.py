@@ -18,6 +18,7 @@ from onespeech.speech.speakers.turns import Turn
 
 __all__ = ["TURN_FORMATS", "rttm_file_id", "turns_json", "turns_rttm"]
 
+#: The formats speaker turns can be written in.
 TURN_FORMATS = ("rttm", "json")
 
 

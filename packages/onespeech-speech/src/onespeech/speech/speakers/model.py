@@ -42,7 +42,9 @@ __all__ = [
     "wheel_url",
 ]
 
+#: Environment variable naming a local Resemblyzer ``pretrained.pt`` to use instead of the cached model.
 SPEAKER_MODEL_ENV = "ONESPEECH_SPEAKER_MODEL"
+#: Catalog name of the speaker encoder used when none is given.
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
 
 

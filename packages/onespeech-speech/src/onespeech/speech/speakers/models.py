@@ -14,7 +14,9 @@ from onespeech.kernels.registry import register_kind
 
 __all__ = ["CATALOG_DIR", "CHECKPOINT", "convert_publisher", "publisher_files"]
 
+#: Directory of the catalog entries this package ships (the Resemblyzer speaker encoder).
 CATALOG_DIR = Path(__file__).with_name("catalog")
+#: The publisher's checkpoint file the speaker runtime file is converted from.
 CHECKPOINT = "pretrained.pt"
 
 

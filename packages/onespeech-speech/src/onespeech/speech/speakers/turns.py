@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 __all__ = ["DEFAULT_MAX_PAUSE", "Turn", "build_turns", "check_max_pause"]
 
-DEFAULT_MAX_PAUSE = 2.0  # seconds: longer pauses end a turn even without a change of speaker
+DEFAULT_MAX_PAUSE = 2.0  #: seconds: longer pauses end a turn even without a change of speaker
 
 
 @dataclass(frozen=True)
