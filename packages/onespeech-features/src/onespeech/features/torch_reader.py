@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from onespeech.speech.errors import CheckpointFormatError, CheckpointRefusedError, TorchCheckpointError
-from onespeech.speech.speakers.pickle_machine import PLAIN_VALUES, is_plain_key, run_pickle
+from onespeech.features.errors import CheckpointFormatError, CheckpointRefusedError, TorchCheckpointError
+from onespeech.features.pickle_machine import PLAIN_VALUES, is_plain_key, run_pickle
 
 __all__ = [
     "CheckpointFormatError",
