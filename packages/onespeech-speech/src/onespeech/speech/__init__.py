@@ -14,21 +14,17 @@
 
 __version__ = "0.1.0"
 
-# the speaker encoder's errors are defined beside it in onespeech.features.errors; they are
-# raised through transcribe() and diarize(), and stay importable from here as before the move
-from onespeech.features.errors import (  # noqa: E402
-    CheckpointFormatError,
-    CheckpointRefusedError,
-    EncoderWeightsError,
-    SpeakerModelNotFoundError,
-    TorchCheckpointError,
-)
 from onespeech.speech.document import Document, ModelInfo, Segment, Speaker, Word  # noqa: E402
 from onespeech.speech.errors import (  # noqa: E402
+    CheckpointFormatError,
+    CheckpointRefusedError,
     ChunkLimitError,
     DocumentFormatError,
+    EncoderWeightsError,
     ManifestError,
     ReplayMismatchError,
+    SpeakerModelNotFoundError,
+    TorchCheckpointError,
     TranscriptionCancelled,
 )
 from onespeech.speech.speakers import Turn, attribute_speakers, diarize  # noqa: E402

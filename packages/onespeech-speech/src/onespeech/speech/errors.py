@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from onespeech.features.errors import (
+    CheckpointFormatError,
+    CheckpointRefusedError,
+    EncoderWeightsError,
+    SpeakerModelNotFoundError,
+    TorchCheckpointError,
+)
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.qwen3.errors import MaxNewTokensError
 
@@ -18,13 +25,20 @@ if TYPE_CHECKING:
 
     from onespeech.speech.document import Document
 
+# The speaker encoder's errors are defined beside the encoder in onespeech.features.errors;
+# they reach callers through transcribe() and diarize(), so they stay importable here.
 __all__ = [
+    "CheckpointFormatError",
+    "CheckpointRefusedError",
     "ChunkLimitError",
     "DocumentFormatError",
+    "EncoderWeightsError",
     "ManifestError",
     "OutputPathError",
     "ReplayMismatchError",
     "SessionFinishedError",
+    "SpeakerModelNotFoundError",
+    "TorchCheckpointError",
     "TranscriptionCancelled",
 ]
 
