@@ -60,7 +60,7 @@ def speaker_model_file(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     data = find_shared_data()
     if data is None:
         return None
-    from onespeech.speech.speakers.convert import convert_resemblyzer
+    from onespeech.features.resemblyzer_convert import convert_resemblyzer
 
     source = data / "models" / "resemblyzer_pretrained.pt"
     return convert_resemblyzer(source, tmp_path_factory.mktemp("speaker-model") / "resemblyzer_ge2e.tensors")

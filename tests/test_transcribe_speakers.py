@@ -61,7 +61,7 @@ def test_the_encoder_loads_only_after_the_recognizer_and_aligner_close(
 ):  # type: ignore[no-untyped-def]
     from onespeech.align import timing
     from onespeech.qwen3 import Qwen3Recognizer
-    from onespeech.speech import speakers
+    from onespeech.features import speaker_model
 
     events: list[str] = []
     close_recognizer = Qwen3Recognizer.close
@@ -74,9 +74,9 @@ def test_the_encoder_loads_only_after_the_recognizer_and_aligner_close(
         "close",
         lambda self: (events.append("aligner closed"), close_dispatcher(self))[1],
     )
-    load = speakers.load_speaker_encoder
+    load = speaker_model.load_speaker_encoder
     monkeypatch.setattr(
-        speakers, "load_speaker_encoder", lambda **kw: (events.append("encoder loaded"), load(**kw))[1]
+        speaker_model, "load_speaker_encoder", lambda **kw: (events.append("encoder loaded"), load(**kw))[1]
     )
     with Transcriber(
         runtime_dirs.asr,
@@ -97,7 +97,8 @@ def test_the_streamed_speaker_pass_gives_the_stage_of_the_whole_file(documents, 
     stage gives over the whole decoded file (packages/onespeech-speech/tests/test_diarize_real.py
     shows that equals the stage as it ran on one array before it streamed)."""
     from onespeech.features import SileroVad, load_audio
-    from onespeech.speech.speakers import Diarizer, attribute_speakers, load_speaker_encoder
+    from onespeech.features.speaker_model import load_speaker_encoder
+    from onespeech.speech.speakers import Diarizer, attribute_speakers
 
     diarizer = Diarizer(load_speaker_encoder(threads=1), SileroVad.load(vad_path))
     turns = diarizer(load_audio(clips["joined"]), "auto")
@@ -107,12 +108,8 @@ def test_the_streamed_speaker_pass_gives_the_stage_of_the_whole_file(documents, 
 
 def test_max_pause_reaches_the_speaker_pass(documents, vad_path, clips) -> None:  # type: ignore[no-untyped-def]
     from onespeech.features import SileroVad, load_audio
-    from onespeech.speech.speakers import (
-        DiarizationOptions,
-        Diarizer,
-        attribute_speakers,
-        load_speaker_encoder,
-    )
+    from onespeech.features.speaker_model import load_speaker_encoder
+    from onespeech.speech.speakers import DiarizationOptions, Diarizer, attribute_speakers
 
     diarizer = Diarizer(load_speaker_encoder(threads=1), SileroVad.load(vad_path), DiarizationOptions(max_pause=0.0))
     turns = diarizer(load_audio(clips["joined"]), "auto")

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onespeech.speech.speakers.torch_checkpoint import (
+from onespeech.features.torch_reader import (
     CheckpointFormatError,
     CheckpointLimits,
     CheckpointRefusedError,
@@ -43,7 +43,7 @@ from onespeech_tools.torch_checkpoint_writer import (
 
 LAYOUTS = ("legacy", "zip")
 READ = """
-from onespeech.speech.speakers.torch_checkpoint import read_torch_checkpoint
+from onespeech.features.torch_reader import read_torch_checkpoint
 read_torch_checkpoint(args["path"])
 """
 
@@ -109,7 +109,7 @@ def test_build_on_an_allowed_global_changes_nothing(  # type: ignore[no-untyped-
     result = run_case(
         """
         import hashlib
-        from onespeech.speech.speakers.torch_checkpoint import TorchCheckpointError, read_torch_checkpoint
+        from onespeech.features.torch_reader import TorchCheckpointError, read_torch_checkpoint
         try:
             read_torch_checkpoint(args["hostile"])
             refused = None

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.speech.speakers.torch_checkpoint import (
+from onespeech.features.torch_reader import (
     CheckpointFormatError,
     CheckpointRefusedError,
     read_torch_checkpoint,
@@ -85,7 +85,7 @@ def test_refusal_holds_in_a_fresh_bounded_interpreter(run_case, tmp_path: Path) 
     path = _write(ckpt, tmp_path, "legacy")
     result = run_case(
         """
-        from onespeech.speech.speakers.torch_checkpoint import read_torch_checkpoint
+        from onespeech.features.torch_reader import read_torch_checkpoint
         read_torch_checkpoint(args["path"])
         """,
         args={"path": str(path)},
@@ -108,7 +108,7 @@ def test_huge_storage_claims_allocate_nothing(run_case, tmp_path: Path, layout: 
     path = _write(ckpt, tmp_path, layout)
     result = run_case(
         """
-        from onespeech.speech.speakers.torch_checkpoint import read_torch_checkpoint
+        from onespeech.features.torch_reader import read_torch_checkpoint
         read_torch_checkpoint(args["path"])
         """,
         args={"path": str(path)},

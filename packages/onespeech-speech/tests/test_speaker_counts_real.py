@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.speech.speakers.diarize import Diarizer, diarize
-from onespeech.speech.speakers.encoder import SpeakerEncoder
 from onespeech_tools.conversations import CLIPS, CONVERSATIONS, build_conversation, prepare_clip
 from onespeech_tools.der import diarization_error_rate
 

@@ -8,14 +8,20 @@ Public API:
   is the alignment path (at most 300 s)
 - VAD: ``SileroVad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
 - chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``
+- speaker encoder: ``SpeakerEncoder`` (Resemblyzer's GE2E), ``convert_resemblyzer``,
+  the restricted torch-checkpoint reader ``read_torch_checkpoint``; the catalog model:
+  ``onespeech.features.speaker_model.load_speaker_encoder``
 """
 
-from onespeech.features import models as _models  # noqa: F401 - registers the vad kind
+from onespeech.features import models as _models  # noqa: F401 - registers the vad and speaker kinds
 from onespeech.features.audio import AudioFileSource, load_audio
 from onespeech.features.chunks import Chunk, ChunkPlanner, plan_chunks
 from onespeech.features.errors import (
     AudioError,
+    CheckpointFormatError,
+    CheckpointRefusedError,
     CorruptAudioError,
+    EncoderWeightsError,
     NoChannelsError,
     NonFiniteSampleError,
     OnnxFormatError,
@@ -26,7 +32,9 @@ from onespeech.features.errors import (
     PcmTooLongError,
     PcmTooShortError,
     SampleRateError,
+    SpeakerModelNotFoundError,
     SpoolLimitError,
+    TorchCheckpointError,
     TruncatedAudioError,
     UnreadableAudioError,
     VadModelError,
@@ -34,8 +42,11 @@ from onespeech.features.errors import (
 )
 from onespeech.features.mel import log_mel_spectrogram
 from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, MAX_CHUNK_SAMPLES, SAMPLE_RATE, validate_pcm
+from onespeech.features.resemblyzer_convert import convert_resemblyzer
 from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.features.silero_convert import convert_silero_onnx
+from onespeech.features.speaker_encoder import SpeakerEncoder
+from onespeech.features.torch_reader import CheckpointLimits, read_torch_checkpoint
 from onespeech.features.vad import SileroVad, VadStream
 
 __version__ = "0.1.0"
@@ -48,7 +59,11 @@ __all__ = [
     "Chunk",
     "ChunkPlanner",
     "AudioError",
+    "CheckpointFormatError",
+    "CheckpointLimits",
+    "CheckpointRefusedError",
     "CorruptAudioError",
+    "EncoderWeightsError",
     "NoChannelsError",
     "NonFiniteSampleError",
     "OnnxFormatError",
@@ -60,18 +75,23 @@ __all__ = [
     "PcmTooShortError",
     "SampleRateError",
     "SileroVad",
+    "SpeakerEncoder",
+    "SpeakerModelNotFoundError",
     "SpeechRegion",
     "SpeechSegmenter",
     "SpoolLimitError",
+    "TorchCheckpointError",
     "TruncatedAudioError",
     "UnreadableAudioError",
     "VadModelError",
     "VadModelNotFoundError",
     "VadOptions",
     "VadStream",
+    "convert_resemblyzer",
     "convert_silero_onnx",
     "load_audio",
     "log_mel_spectrogram",
     "plan_chunks",
+    "read_torch_checkpoint",
     "validate_pcm",
 ]

@@ -141,3 +141,25 @@ class VadModelError(ValueError):
 
 class VadModelNotFoundError(FileNotFoundError):
     """The VAD model named by the caller (or ``ONESPEECH_VAD_MODEL``) does not exist."""
+
+
+class SpeakerModelNotFoundError(FileNotFoundError):
+    """No speaker encoder could be found or fetched; the message says how to provide one."""
+
+
+class EncoderWeightsError(ValueError):
+    """Encoder weights with missing names, wrong shapes or non-finite values."""
+
+
+class TorchCheckpointError(ValueError):
+    """A checkpoint could not be read; the message names the file and what was wrong."""
+
+
+class CheckpointRefusedError(TorchCheckpointError):
+    """The checkpoint's pickle asks for something a plain state dict never needs (a global,
+    a persistent id or a storage type outside the allowed set); nothing of it was executed."""
+
+
+class CheckpointFormatError(TorchCheckpointError):
+    """The file is not a well-formed checkpoint (bad archive, truncated stream, a tensor view
+    outside its storage, a storage whose bytes do not match its declared size)."""

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from onespeech.features.errors import (
+    CheckpointFormatError,
+    CheckpointRefusedError,
+    EncoderWeightsError,
+    SpeakerModelNotFoundError,
+    TorchCheckpointError,
+)
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.qwen3.errors import MaxNewTokensError
 
@@ -18,6 +25,8 @@ if TYPE_CHECKING:
 
     from onespeech.speech.document import Document
 
+# The speaker encoder's errors are defined beside the encoder in onespeech.features.errors;
+# they reach callers through transcribe() and diarize(), so they stay importable here.
 __all__ = [
     "CheckpointFormatError",
     "CheckpointRefusedError",
@@ -82,28 +91,6 @@ class OutputPathError(ValueError):
     """Outputs that cannot be written safely, found before any work: the output folder is
     not a writable folder, an output would overwrite an input or another input's output,
     or an output path would leave the output folder. The message names the paths."""
-
-
-class SpeakerModelNotFoundError(FileNotFoundError):
-    """No speaker encoder could be found or fetched; the message says how to provide one."""
-
-
-class EncoderWeightsError(ValueError):
-    """Encoder weights with missing names, wrong shapes or non-finite values."""
-
-
-class TorchCheckpointError(ValueError):
-    """A checkpoint could not be read; the message names the file and what was wrong."""
-
-
-class CheckpointRefusedError(TorchCheckpointError):
-    """The checkpoint's pickle asks for something a plain state dict never needs (a global,
-    a persistent id or a storage type outside the allowed set); nothing of it was executed."""
-
-
-class CheckpointFormatError(TorchCheckpointError):
-    """The file is not a well-formed checkpoint (bad archive, truncated stream, a tensor view
-    outside its storage, a storage whose bytes do not match its declared size)."""
 
 
 class SessionFinishedError(ValueError):

@@ -341,12 +341,8 @@ class _FileRun:
     # -- pass 3: speakers (after the recognizer and the aligner are released) -----------------
 
     def _attribute_speakers(self, audio: AudioFileSource, document: Document, n_samples: int) -> Document:
-        from onespeech.speech.speakers import (
-            DiarizationOptions,
-            Diarizer,
-            attribute_speakers,
-            load_speaker_encoder,
-        )
+        from onespeech.features.speaker_model import load_speaker_encoder
+        from onespeech.speech.speakers import DiarizationOptions, Diarizer, attribute_speakers
 
         self._check_cancel()
         total = n_samples / SAMPLE_RATE

@@ -31,7 +31,7 @@ class Backend:
 
         self.vad = load_vad(self.config.vad)
         if self.config.speakers is not False:
-            from onespeech.speech.speakers.model import speaker_model_path
+            from onespeech.features.speaker_model import speaker_model_path
 
             # fetched and verified now: a server that cannot attribute speakers fails at start, not per request
             speaker_model_path()

@@ -29,6 +29,7 @@ import numpy as np
 
 from onespeech.features import SileroVad, SpeechRegion, VadOptions
 from onespeech.features.pcm import validate_pcm
+from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.clustering import (
@@ -38,7 +39,6 @@ from onespeech.speech.speakers.clustering import (
     nearest_centroid,
     relabel_by_first_appearance,
 )
-from onespeech.speech.speakers.encoder import SpeakerEncoder
 from onespeech.speech.speakers.segmentation import (
     SAMPLE_RATE,
     PartialEmbedder,
@@ -186,7 +186,8 @@ class Diarizer:
     @classmethod
     def load(cls, options: DiarizationOptions | None = None, *, threads: int | None = None) -> Diarizer:
         """The default encoder (catalog ``resemblyzer``, fetched on first use) and Silero VAD."""
-        from onespeech.speech.speakers.model import load_speaker_encoder, vad_model_path
+        from onespeech.features.speaker_model import load_speaker_encoder
+        from onespeech.features.vad_model import default_vad_path as vad_model_path
 
         return cls(load_speaker_encoder(threads=threads), SileroVad.load(vad_model_path()), options)
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onespeech.features.speaker_encoder import BATCH, HOP, SpeakerEncoder, partial_slices
+from onespeech.features.speaker_mel import mel_frames, normalize_volume
 from onespeech.kernels.cancel import Cancel, raise_if_cancelled
-from onespeech.speech.speakers.encoder import BATCH, HOP, SpeakerEncoder, partial_slices
-from onespeech.speech.speakers.mel import mel_frames, normalize_volume
 
 SAMPLE_RATE = 16000
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onespeech.features.errors import EncoderWeightsError
+from onespeech.features.speaker_mel import N_MELS, mel_frames
 from onespeech.kernels.tensorfile import read_tensor_file
 from onespeech.kernels.threads import thread_limit
-from onespeech.speech.errors import EncoderWeightsError
-from onespeech.speech.speakers.mel import N_MELS, mel_frames
 
 SAMPLE_RATE = 16000
 HOP = 160
@@ -125,7 +125,7 @@ class SpeakerEncoder:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, threads: int | None = None) -> SpeakerEncoder:
-        """Load a runtime tensor file written by :func:`onespeech.speech.speakers.convert.convert_resemblyzer`."""
+        """Load a runtime tensor file written by :func:`onespeech.features.resemblyzer_convert.convert_resemblyzer`."""
         with read_tensor_file(path) as tf:
             return cls({name: np.array(tf[name]) for name in TENSOR_SHAPES if name in tf}, threads=threads)
 

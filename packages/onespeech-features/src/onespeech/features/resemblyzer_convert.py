@@ -1,6 +1,6 @@
 """Resemblyzer ``pretrained.pt`` -> OneSpeech runtime tensor file.
 
-The checkpoint is read with the restricted reader (:mod:`.torch_checkpoint`: no torch,
+The checkpoint is read with the restricted reader (:mod:`.torch_reader`: no torch,
 nothing unpickled with the standard loader); its ``model_state`` must hold the
 encoder's tensors with the shapes the network assumes (``encoder.TENSOR_SHAPES``).
 The training leftovers (``similarity_weight``/``_bias`` and the optimizer state) are
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from onespeech.features.speaker_encoder import TENSOR_SHAPES
+from onespeech.features.torch_reader import CheckpointFormatError, read_torch_checkpoint
 from onespeech.kernels.tensorfile import write_tensor_file
-from onespeech.speech.speakers.encoder import TENSOR_SHAPES
-from onespeech.speech.speakers.torch_checkpoint import CheckpointFormatError, read_torch_checkpoint
 
 RUNTIME_FORMAT = "onespeech-resemblyzer-ge2e"
 RUNTIME_VERSION = 1

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from onespeech.kernels.catalog import entry_from_data, get_entry
-from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
-from onespeech.kernels.fetch import FetchOptions
-from onespeech.speech.speakers import model as speaker_model
-from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
-from onespeech.speech.speakers.encoder import SpeakerEncoder
-from onespeech.speech.speakers.model import (
+from onespeech.features import speaker_model
+from onespeech.features.resemblyzer_convert import RUNTIME_NAME, convert_resemblyzer
+from onespeech.features.speaker_encoder import SpeakerEncoder
+from onespeech.features.speaker_model import (
     PYPI_FILES_ENV,
     SPEAKER_MODEL_ENV,
     SpeakerModelNotFoundError,
     speaker_model_path,
     wheel_url,
 )
+from onespeech.kernels.catalog import entry_from_data, get_entry
+from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
+from onespeech.kernels.fetch import FetchOptions
 from onespeech_tools.torch_checkpoint_writer import Checkpoint, resemblyzer_state
 
 WHEEL = "Resemblyzer-0.1.4-py3-none-any.whl"

@@ -25,7 +25,7 @@ import sys
 from collections import OrderedDict
 from typing import Any, Protocol
 
-from onespeech.speech.errors import CheckpointFormatError
+from onespeech.features.errors import CheckpointFormatError
 
 PLAIN_VALUES = (str, int, float, bool, type(None))
 # ints below the modulus hash to themselves, so no two such keys collide; ints the file

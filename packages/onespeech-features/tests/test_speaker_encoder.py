@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.speech.speakers.convert import convert_resemblyzer
-from onespeech.speech.speakers.encoder import (
+from onespeech.features.resemblyzer_convert import convert_resemblyzer
+from onespeech.features.speaker_encoder import (
     STEP_BLOCK,
     TENSOR_SHAPES,
     EncoderWeightsError,
@@ -16,8 +16,8 @@ from onespeech.speech.speakers.encoder import (
     mean_embedding,
     partial_slices,
 )
-from onespeech.speech.speakers.mel import mel_frames, normalize_volume
-from onespeech.speech.speakers.torch_checkpoint import CheckpointFormatError
+from onespeech.features.speaker_mel import mel_frames, normalize_volume
+from onespeech.features.torch_reader import CheckpointFormatError
 from onespeech_tools.torch_checkpoint_writer import Checkpoint, resemblyzer_state
 
 CASES = ("jfk", "librispeech", "aishell", "picovoice_de", "picovoice_ja", "short_1s", "stereo_left")

@@ -20,16 +20,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from onespeech.features import models as _models  # noqa: F401 - registers the speaker kind
+from onespeech.features.errors import SpeakerModelNotFoundError
+from onespeech.features.resemblyzer_convert import RUNTIME_NAME, convert_resemblyzer
+from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.kernels.catalog import get_entry
 from onespeech.kernels.errors import OfflineModeError
 from onespeech.kernels.fetch import FetchOptions
 from onespeech.kernels.resolve import convert_directory, install_record_name, is_installed, resolve
 from onespeech.kernels.store import cache_root, sha256_file
 from onespeech.kernels.wheel import PYPI_FILES_ENV, wheel_url
-from onespeech.speech.errors import SpeakerModelNotFoundError
-from onespeech.speech.speakers import models as _models  # noqa: F401 - registers the speaker kind
-from onespeech.speech.speakers.convert import RUNTIME_NAME, convert_resemblyzer
-from onespeech.speech.speakers.encoder import SpeakerEncoder
 
 __all__ = [
     "DEFAULT_SPEAKER_MODEL",
@@ -38,7 +38,6 @@ __all__ = [
     "SpeakerModelNotFoundError",
     "load_speaker_encoder",
     "speaker_model_path",
-    "vad_model_path",
     "wheel_url",
 ]
 
@@ -46,13 +45,6 @@ __all__ = [
 SPEAKER_MODEL_ENV = "ONESPEECH_SPEAKER_MODEL"
 #: Catalog name of the speaker encoder used when none is given.
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
-
-
-def vad_model_path() -> Path:
-    """The default VAD model (``onespeech.features.vad_model.default_vad_path``: fetched on first use)."""
-    from onespeech.features.vad_model import default_vad_path
-
-    return default_vad_path()
 
 
 def speaker_model_path(
