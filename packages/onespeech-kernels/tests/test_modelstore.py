@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from onespeech.kernels.errors import (
+    ConversionInProgressError,
     ModelIntegrityError,
     ModelKindError,
     ModelNotInstalledError,
@@ -219,3 +223,39 @@ def test_remove_a_read_only_directorys_conversion(repo: Path, store: Path, tmp_p
     finally:
         repo.chmod(0o755)
 
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from onespeech.kernels.lock import DirectoryLock
+    with DirectoryLock(sys.argv[1]):
+        print("locked", flush=True)
+        sys.stdin.read()  # hold until the parent closes our stdin
+    """
+)
+
+
+def test_verify_and_remove_refuse_while_the_model_is_locked(store: Path) -> None:
+    """Another process converting the model (holding its lock): both refuse, nothing is deleted."""
+    directory = install(store).parent
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        for call in (verify, remove):
+            with pytest.raises(ConversionInProgressError, match="retry after the other process completes"):
+                call(MODEL, catalog_dir=store)
+        assert (directory / "runtime" / "weights.fp32").is_file()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert remove(MODEL, catalog_dir=store) == directory
+
+
+@pytest.mark.parametrize("spelling", ["./nowhere", "~/nowhere", "a/b/c"])
+def test_a_missing_path_is_not_looked_up_in_the_catalog(store: Path, spelling: str) -> None:
+    for call in (verify, remove):
+        with pytest.raises(FileNotFoundError, match="does not exist"):
+            call(spelling, catalog_dir=store)

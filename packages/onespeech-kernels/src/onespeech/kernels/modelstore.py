@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onespeech.kernels import hfcache
-from onespeech.kernels.catalog import CatalogEntry, get_entry, load_catalog
+from onespeech.kernels.catalog import CatalogEntry, load_catalog
 from onespeech.kernels.errors import ModelIntegrityError, ModelNotInstalledError, ModelRevisionError
 from onespeech.kernels.lock import LOCK_NAME, DirectoryLock
 from onespeech.kernels.precision import Precision
@@ -32,6 +32,7 @@ from onespeech.kernels.resolve import (
     PUBLISHER_DIR,
     RECORD_PREFIX,
     RUNTIME_DIR,
+    catalog_entry,
     install_record_name,
     local_runtime_dir,
     model_dir,
@@ -212,6 +213,8 @@ def verify(
     ------
     UnknownModelError
         Neither a catalog id nor an existing directory.
+    FileNotFoundError
+        A name spelled like a path that does not exist.
     ModelRevisionError
         ``revision`` is not the catalog's pinned revision (only pinned files can be checked).
     ModelNotInstalledError
@@ -227,7 +230,7 @@ def verify(
             raise ModelRevisionError(f"revision {revision!r} was given with the local directory {model!r}, "
                                      "which has no revision")  # fmt: skip
         return _verify_directory(Path(model).expanduser(), cache_dir)
-    entry = pinned_entry(get_entry(os.fspath(model), catalog_dir), revision)
+    entry = pinned_entry(catalog_entry(os.fspath(model), catalog_dir), revision)
     directory = model_dir(entry, cache_dir)
     hf = _verify_hf_cache(entry, directory)
     if not directory.is_dir():
@@ -312,6 +315,8 @@ def remove(
     ------
     UnknownModelError
         Neither a catalog id nor an existing directory.
+    FileNotFoundError
+        A name spelled like a path that does not exist.
     ModelRevisionError
         ``revision`` matches no cached revision (the message lists those cached).
     ModelNotInstalledError
@@ -326,7 +331,7 @@ def remove(
                                          "keeps its runtime files; nothing of yours is ever removed)")  # fmt: skip
         _delete(runtime.parent, [runtime])
         return runtime.parent
-    entry = get_entry(os.fspath(model), catalog_dir)
+    entry = catalog_entry(os.fspath(model), catalog_dir)
     directory = model_dir(entry, cache_dir)
     if revision is not None:
         cached = _cached_revisions(entry, cache_dir)

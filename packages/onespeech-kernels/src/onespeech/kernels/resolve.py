@@ -93,6 +93,7 @@ __all__ = [
     "PUBLISHER_DIR",
     "RUNTIME_DIR",
     "ResolvedModel",
+    "catalog_entry",
     "convert_directory",
     "fetch_publisher",
     "install_record_name",
@@ -253,7 +254,7 @@ def resolve_model(
         directory = resolve_local(Path(model).expanduser(), precision, kind=kind, cache_dir=cache_dir,
                                   converter=converter, cancel=cancel)  # fmt: skip
         return ResolvedModel(os.fspath(model), kind, directory, None, None)
-    entry = model if isinstance(model, CatalogEntry) else _catalog_entry(str(model), catalog_dir)
+    entry = model if isinstance(model, CatalogEntry) else catalog_entry(str(model), catalog_dir)
     entry = pinned_entry(entry, revision)
     if kind is not None and entry.kind != kind:
         raise ModelKindError(f"{entry.id} is a model of kind {entry.kind!r}; this needs kind {kind!r}")
@@ -299,7 +300,16 @@ def _looks_like_path(name: str) -> bool:
     )
 
 
-def _catalog_entry(name: str, catalog_dir: str | os.PathLike[str] | None) -> CatalogEntry:
+def catalog_entry(name: str, catalog_dir: str | os.PathLike[str] | None = None) -> CatalogEntry:
+    """The catalog entry of ``name``, a name that is not an existing directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``name`` is spelled like a path (``./x``, ``/x``, ``~/x``, ``a/b/c``): it does not exist.
+    UnknownModelError
+        No catalog id ``name`` (the message lists the known ids).
+    """
     if _looks_like_path(name):
         path = Path(name).expanduser()
         what = "is not a directory" if path.exists() else "does not exist"
