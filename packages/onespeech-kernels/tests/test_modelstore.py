@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from onespeech.kernels.errors import (
     ConversionInProgressError,
@@ -26,7 +28,7 @@ from onespeech.kernels.errors import (
     UnknownModelError,
 )
 from onespeech.kernels.modelstore import list_models, local_conversions, remove, verify
-from onespeech.kernels.resolve import resolve, resolve_model
+from onespeech.kernels.resolve import pinned_entry, resolve, resolve_model
 from onespeech.kernels.store import stamp_path
 
 MODEL, REV, NEWER = "Test/store-tiny", "a" * 40, "b" * 40
@@ -259,3 +261,20 @@ def test_a_missing_path_is_not_looked_up_in_the_catalog(store: Path, spelling: s
     for call in (verify, remove):
         with pytest.raises(FileNotFoundError, match="does not exist"):
             call(spelling, catalog_dir=store)
+
+
+@given(revision=st.text(max_size=50) | st.integers(min_value=0, max_value=40).map(lambda n: REV[:n]))
+def test_only_the_pinned_revision_or_a_long_prefix_of_it_is_accepted(revision: str) -> None:
+    from onespeech.kernels.catalog import entry_from_data
+
+    entry = entry_from_data({
+        "schema": "onespeech-catalog/1", "id": MODEL, "kind": "vad", "license": "MIT", "provenance": "test",
+        "source": {"type": "huggingface", "repo": MODEL, "revision": REV,
+                   "files": {"w.bin": {"size": 1, "sha256": "0" * 64, "required": True}}},
+        "runtime": {"fp32": {"status": "not-converted", "reason": "test", "files": None}},
+    })  # fmt: skip
+    if len(revision) >= 7 and REV.startswith(revision):
+        assert pinned_entry(entry, revision) is entry
+    else:
+        with pytest.raises(ModelRevisionError, match=f"pins revision {REV}"):
+            pinned_entry(entry, revision)
