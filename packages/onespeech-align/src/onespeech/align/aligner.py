@@ -175,10 +175,10 @@ class Qwen3ForcedAligner:
         directory = Path(alignment_directory)
         if directory.is_dir():
             _check_model_kind(directory, load_config(directory))  # before converting anything
-        else:
-            # a catalog id (an unknown one raises UnknownModelError, a missing path FileNotFoundError)
-            directory = resolve(str(alignment_directory), options.precision, kind="aligner", cancel=cancel)
-            _check_cancel(cancel)
+        # a catalog id or a directory to its runtime files (an unknown id raises UnknownModelError,
+        # a missing path FileNotFoundError)
+        directory = resolve(str(alignment_directory), options.precision, kind="aligner", cancel=cancel)
+        _check_cancel(cancel)
         tokenizer = Qwen3Tokenizer.load(directory)
         with thread_limit(options.threads):
             weights = load_model(directory, options.precision, kind="aligner")

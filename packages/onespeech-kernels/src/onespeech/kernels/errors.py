@@ -22,6 +22,8 @@ __all__ = [
     "JsonNestingError",
     "ModelIntegrityError",
     "ModelKindError",
+    "ModelNotInstalledError",
+    "ModelRevisionError",
     "ObjectClosedError",
     "OfflineModeError",
     "OperationCancelledError",
@@ -123,6 +125,16 @@ class CatalogError(ValueError):
 
 class UnknownModelError(ValueError):
     """A model id that is not in the catalog (the message lists the known ids)."""
+
+
+class ModelRevisionError(UnknownModelError):
+    """A revision of a catalogued model that the catalog does not pin (resolve, verify) or
+    that the cache does not hold (remove); the message names the revisions there are."""
+
+
+class ModelNotInstalledError(FileNotFoundError):
+    """A catalogued model with nothing in the cache to verify or remove; the message says
+    how to install it (``onespeech models fetch ID``)."""
 
 
 class PublisherFilesMissingError(FileNotFoundError):

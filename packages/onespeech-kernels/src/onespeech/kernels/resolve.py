@@ -48,6 +48,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from onespeech.kernels.errors import (
     HFCacheMismatchWarning,
     ModelIntegrityError,
     ModelKindError,
+    ModelRevisionError,
     OfflineModeError,
     PublisherFilesMissingError,
     UnknownModelError,
@@ -90,13 +92,18 @@ from onespeech.kernels.store import (
 __all__ = [
     "PUBLISHER_DIR",
     "RUNTIME_DIR",
+    "ResolvedModel",
+    "catalog_entry",
     "convert_directory",
     "fetch_publisher",
     "install_record_name",
     "is_installed",
+    "local_runtime_dir",
     "model_dir",
+    "pinned_entry",
     "resolve",
     "resolve_local",
+    "resolve_model",
 ]
 
 RECORD_PREFIX = "install."
@@ -112,11 +119,38 @@ def install_record_name(precision: Precision | str) -> str:
 
 
 # -- entry point -------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model argument (catalog id, catalog entry or local directory) and its runtime files.
+
+    Attributes
+    ----------
+    name : str
+        The model as the caller named it: the catalog id, or the directory's path.
+    kind : str
+        ``"asr"``, ``"aligner"``, ``"vad"``, ... (the entry's kind, or the one asked for).
+    directory : Path
+        The directory holding verified runtime files.
+    revision : str or None
+        The catalog's pinned revision (a commit id or package version); None for a
+        local directory, which has none.
+    entry : CatalogEntry or None
+        The catalog entry; None for a local directory.
+    """
+
+    name: str
+    kind: str
+    directory: Path
+    revision: str | None
+    entry: CatalogEntry | None
+
+
 def resolve(
     model: str | os.PathLike[str] | CatalogEntry,
     precision: Precision | str = Precision.FLOAT32,
     *,
     kind: str | None = None,
+    revision: str | None = None,
     offline: bool | None = None,
     progress: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
@@ -126,6 +160,31 @@ def resolve(
     cancel: Cancel = None,
 ) -> Path:
     """Return a directory holding verified runtime files of ``model`` at ``precision``.
+
+    The same as :func:`resolve_model`, returning only its ``directory``.
+    """
+    return resolve_model(
+        model, precision, kind=kind, revision=revision, offline=offline, progress=progress, cache_dir=cache_dir,
+        catalog_dir=catalog_dir, fetch_options=fetch_options, converter=converter, cancel=cancel,
+    ).directory  # fmt: skip
+
+
+def resolve_model(
+    model: str | os.PathLike[str] | CatalogEntry,
+    precision: Precision | str = Precision.FLOAT32,
+    *,
+    kind: str | None = None,
+    revision: str | None = None,
+    offline: bool | None = None,
+    progress: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    catalog_dir: str | os.PathLike[str] | None = None,
+    fetch_options: FetchOptions | None = None,
+    converter: Converter | None = None,
+    cancel: Cancel = None,
+) -> ResolvedModel:
+    """Resolve a model argument to verified runtime files of ``precision``: the one place a
+    model name (catalog id or local directory) becomes a runtime directory.
 
     Parameters
     ----------
@@ -141,6 +200,11 @@ def resolve(
         The kind of model the caller needs (``"asr"``, ``"aligner"``, ``"vad"``). A
         catalog entry of another kind is refused before anything is fetched; a local
         directory is converted by this kind's converter (required for directories).
+    revision
+        The revision the caller expects of a catalog id (the full commit id or package
+        version, or a prefix of at least 7 characters). Only the catalog's pinned
+        revision can be installed: its files are checked against the catalog's
+        digests, and no other revision has any. None accepts the pinned one.
     offline, progress
         Override ``ONESPEECH_OFFLINE``/``HF_HUB_OFFLINE`` and the progress-bar default.
     cache_dir
@@ -159,6 +223,9 @@ def resolve(
     ------
     UnknownModelError
         A name that is neither a catalog id nor an existing path.
+    ModelRevisionError
+        ``revision`` is not the catalog's pinned revision (the message names it), or
+        was given with a local directory.
     FileNotFoundError
         A name spelled like a path (``./x``, ``/x``, ``~/x``, ``a/b/c``) that does not exist.
     ModelKindError
@@ -180,12 +247,47 @@ def resolve(
     if isinstance(model, os.PathLike) or (isinstance(model, str) and Path(model).expanduser().is_dir()):
         if kind is None:
             raise ValueError("resolving a local directory needs kind= (e.g. 'asr', 'aligner', 'vad')")
-        return resolve_local(Path(model).expanduser(), precision, kind=kind, cache_dir=cache_dir,
-                             converter=converter, cancel=cancel)  # fmt: skip
-    entry = model if isinstance(model, CatalogEntry) else _catalog_entry(str(model), catalog_dir)
+        if revision is not None:
+            raise ModelRevisionError(
+                f"revision {revision!r} was given with the local directory {os.fspath(model)!r}; a directory has "
+                "no revision (check out the revision you want there, or pass a catalog id)"
+            )
+        directory = resolve_local(Path(model).expanduser(), precision, kind=kind, cache_dir=cache_dir,
+                                  converter=converter, cancel=cancel)  # fmt: skip
+        return ResolvedModel(os.fspath(model), kind, directory, None, None)
+    entry = model if isinstance(model, CatalogEntry) else catalog_entry(str(model), catalog_dir)
+    entry = pinned_entry(entry, revision)
     if kind is not None and entry.kind != kind:
         raise ModelKindError(f"{entry.id} is a model of kind {entry.kind!r}; this needs kind {kind!r}")
-    return _resolve_entry(entry, precision, cache_dir, options, converter, cancel)
+    directory = _resolve_entry(entry, precision, cache_dir, options, converter, cancel)
+    return ResolvedModel(entry.id, entry.kind, directory, entry.revision, entry)
+
+
+MIN_REVISION_PREFIX = 7  # as git's short commit ids
+
+
+def revision_matches(given: str, revision: str | None) -> bool:
+    """True if ``given`` is ``revision`` or a prefix of it of at least 7 characters."""
+    if revision is None or not isinstance(given, str):
+        return False
+    return given == revision or (len(given) >= MIN_REVISION_PREFIX and revision.startswith(given))
+
+
+def pinned_entry(entry: CatalogEntry, revision: str | None) -> CatalogEntry:
+    """``entry`` if ``revision`` is None or names the entry's pinned revision.
+
+    Raises
+    ------
+    ModelRevisionError
+        Naming the revision asked for and the one the catalog pins.
+    """
+    if revision is None or revision_matches(revision, entry.revision):
+        return entry
+    raise ModelRevisionError(
+        f"{entry.id} has no revision {revision!r} in the catalog: it pins revision {entry.revision} (give that "
+        f"id, a prefix of at least {MIN_REVISION_PREFIX} characters of it, or no revision); other revisions "
+        "cannot be installed because the catalog has no digests to check their files against"
+    )
 
 
 def _looks_like_path(name: str) -> bool:
@@ -199,7 +301,16 @@ def _looks_like_path(name: str) -> bool:
     )
 
 
-def _catalog_entry(name: str, catalog_dir: str | os.PathLike[str] | None) -> CatalogEntry:
+def catalog_entry(name: str, catalog_dir: str | os.PathLike[str] | None = None) -> CatalogEntry:
+    """The catalog entry of ``name``, a name that is not an existing directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``name`` is spelled like a path (``./x``, ``/x``, ``~/x``, ``a/b/c``): it does not exist.
+    UnknownModelError
+        No catalog id ``name`` (the message lists the known ids).
+    """
     if _looks_like_path(name):
         path = Path(name).expanduser()
         what = "is not a directory" if path.exists() else "does not exist"
@@ -478,13 +589,20 @@ def resolve_local(
     if _writable(directory):
         return convert_directory(directory, directory, precision, kind=kind, converter=converter, cancel=cancel)
     real = directory.resolve()
-    key = hashlib.sha256(str(real).encode("utf-8")).hexdigest()[:16]
-    target = (Path(cache_dir) if cache_dir is not None else cache_root()) / "local" / key / RUNTIME_DIR
+    target = local_runtime_dir(real, cache_dir)
     if (target / record).is_file():
         meta = read_manifest(target, name=record).metadata
         if meta.get("source_dir") == str(real) and changed_source(real, meta) is None and is_installed(target, record):
             return target
     return convert_directory(real, target, precision, kind=kind, converter=converter, cancel=cancel)
+
+
+def local_runtime_dir(directory: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``<cache>/local/<key>/runtime``: where a read-only local directory is converted to
+    (``key`` a digest of its resolved path)."""
+    real = Path(directory).resolve()
+    key = hashlib.sha256(str(real).encode("utf-8")).hexdigest()[:16]
+    return (Path(cache_dir) if cache_dir is not None else cache_root()) / "local" / key / RUNTIME_DIR
 
 
 def _writable(directory: Path) -> bool:

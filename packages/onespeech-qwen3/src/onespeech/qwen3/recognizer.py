@@ -212,10 +212,10 @@ class Qwen3Recognizer:
                     "needs a Qwen3-ASR checkpoint (e.g. Qwen/Qwen3-ASR-0.6B); load aligners with "
                     "onespeech.align.Qwen3ForcedAligner"
                 )
-        else:
-            # a catalog id (an unknown one raises UnknownModelError, a missing path FileNotFoundError)
-            model_directory = resolve(str(model_directory), options.precision.value, kind="asr", cancel=cancel)
-            raise_if_cancelled(cancel)
+        # a catalog id or a directory to its runtime files (an unknown id raises UnknownModelError,
+        # a missing path FileNotFoundError)
+        model_directory = resolve(str(model_directory), options.precision.value, kind="asr", cancel=cancel)
+        raise_if_cancelled(cancel)
         with thread_limit(options.threads):
             model = load_model(model_directory, options.precision.value, kind="asr")
         try:

@@ -283,13 +283,11 @@ class Transcriber:
 
     def _resolve(self, model: _Model) -> Path:
         if model.directory is None:
-            from onespeech.kernels.catalog import get_entry
-            from onespeech.kernels.resolve import resolve
+            from onespeech.kernels.resolve import resolve_model
 
             precision = self.recognizer_options.precision
-            model.directory = resolve(model.name, precision, kind=model.kind, catalog_dir=self._catalog_dir)
-            if not Path(model.name).is_dir():
-                model.revision = get_entry(model.name, self._catalog_dir).revision
+            found = resolve_model(model.name, precision, kind=model.kind, catalog_dir=self._catalog_dir)
+            model.directory, model.revision = found.directory, found.revision
         return model.directory
 
     def _model_info(self, model: _Model) -> ModelInfo:

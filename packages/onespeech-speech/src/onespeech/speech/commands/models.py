@@ -9,14 +9,21 @@
   ``transcribe`` with that model would.
 - ``verify ID``: hash every cached file of the model again against its pins
   (publisher files) and its install record (runtime files).
-- ``remove ID``: delete the model's cache directory (under its lock).
+- ``remove ID``: delete the model's cache directory (under its lock); ``--revision``
+  removes another cached revision (one an older catalog pinned).
+
+Every action is one call of the store's public API (``onespeech.kernels.resolve``,
+``onespeech.kernels.modelstore``); this module only formats.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onespeech.kernels.modelstore import ModelState
 
 ORDER = 20
 
@@ -26,13 +33,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--catalog-dir", default=None, help="catalog files to use instead of the shipped ones")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("list", help="catalog ids, sizes, pins and cached state")
+    revision = "the revision expected (the catalog's pinned one; a prefix of 7 or more characters will do)"
     fetch = actions.add_parser("fetch", help="download, verify, convert and install a model")
     fetch.add_argument("model", help="catalog id, e.g. Qwen/Qwen3-ASR-0.6B")
     fetch.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    fetch.add_argument("--revision", default=None, help=revision)
     verify = actions.add_parser("verify", help="hash every cached file of a model against its pins")
-    verify.add_argument("model")
+    verify.add_argument("model", help="catalog id or local model directory")
+    verify.add_argument("--revision", default=None, help=revision)
     remove = actions.add_parser("remove", help="delete a model from the cache")
-    remove.add_argument("model")
+    remove.add_argument("model", help="catalog id, or a read-only local directory whose conversion to remove")
+    remove.add_argument("--revision", default=None, help="the cached revision to remove (default: the pinned one)")
     parser.set_defaults(func=run)
 
 
@@ -47,138 +58,59 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from onespeech.kernels.catalog import load_catalog
+    from onespeech.kernels.modelstore import list_models, local_conversions
 
-    for entry in load_catalog(args.catalog_dir).values():
+    for state in list_models(catalog_dir=args.catalog_dir):
+        entry = state.entry
         sizes = [f.size for f in entry.files if f.required and f.size is not None]
         pins = ", ".join(f"{p} {r.status}" for p, r in sorted(entry.runtime.items()))
         print(f"{entry.id}  [{entry.kind}]  revision {entry.revision}  {_size(sum(sizes))}  runtime: {pins}")
-        print(f"    OneSpeech cache: {_cached_state(entry)}")
-        hf = _hf_cache_state(entry)
-        if hf:
-            print(f"    Hugging Face cache: {hf}")
-    for source, runtime in _local_conversions():
-        print(f"local model directory {source}  converted into {runtime}")
+        print(f"    OneSpeech cache: {_cached_state(state)}")
+        if state.hf_files:
+            print(f"    Hugging Face cache: {state.hf_files}/{state.required_files} files in {state.hf_snapshot}")
+        if state.other_revisions:
+            print(f"    other cached revisions: {', '.join(state.other_revisions)}")
+    for conversion in local_conversions():
+        print(f"local model directory {conversion.source}  converted into {conversion.runtime}")
     return 0
 
 
-def _cached_state(entry) -> str:
-    from onespeech.kernels.resolve import PUBLISHER_DIR, RUNTIME_DIR, install_record_name, model_dir
-    from onespeech.kernels.store import read_manifest
-
-    directory = model_dir(entry)
-    if not directory.exists():
+def _cached_state(state: ModelState) -> str:
+    if not state.cached:
         return "no"
-    publisher = directory / PUBLISHER_DIR
-    present = [f for f in entry.files if f.required and (publisher / f.name).is_file()]
-    required = [f for f in entry.files if f.required]
-    states = [f"publisher files {len(present)}/{len(required)}"]
-    for precision in ("fp32", "bf16"):
-        record = directory / RUNTIME_DIR / install_record_name(precision)
-        if record.is_file():
-            try:
-                found = read_manifest(record.parent, name=record.name).metadata.get("found_in") or {}
-            except (OSError, ValueError):
-                found = {}
-            hf = sum(1 for where in found.values() if where == "huggingface") if isinstance(found, dict) else 0
-            states.append(f"{precision} runtime installed" + (f" (from {hf} Hugging Face cache files)" if hf else ""))
+    states = [f"publisher files {state.publisher_files}/{state.required_files}"]
+    for runtime in state.runtimes:
+        hf = f" (from {runtime.hf_files} Hugging Face cache files)" if runtime.hf_files else ""
+        states.append(f"{runtime.precision} runtime installed{hf}")
     return ", ".join(states)
-
-
-def _hf_cache_state(entry) -> str:
-    """Files of the entry's pinned revision in the Hugging Face cache (not verified here:
-    the next load verifies them), or "" for none and for models not from the Hub."""
-    from onespeech.kernels import hfcache
-
-    if entry.source_type != "huggingface":
-        return ""
-    required = {f.name: f.pin for f in entry.files if f.required and f.pin is not None}
-    found = hfcache.locate(entry.repo, entry.revision, required)
-    if not found:
-        return ""
-    return f"{len(found)}/{len(required)} files in {hfcache.snapshot_dir(entry.repo, entry.revision)}"
-
-
-def _local_conversions() -> list[tuple[str, str]]:
-    """(source directory, runtime directory) of every read-only local directory converted into the cache."""
-    from onespeech.kernels.resolve import RECORD_PREFIX, RUNTIME_DIR
-    from onespeech.kernels.store import cache_root, read_manifest
-
-    out = []
-    for runtime in sorted((cache_root() / "local").glob(f"*/{RUNTIME_DIR}")):
-        for record in sorted(runtime.glob(f"{RECORD_PREFIX}*.json")):
-            try:
-                source = read_manifest(runtime, name=record.name).metadata.get("source_dir")
-            except (OSError, ValueError):
-                continue
-            if isinstance(source, str):
-                out.append((source, str(runtime)))
-                break
-    return out
 
 
 def _fetch(args: argparse.Namespace) -> int:
     from onespeech.kernels.resolve import resolve
 
-    runtime = resolve(args.model, args.precision, catalog_dir=args.catalog_dir)  # a catalog id: its kind is known
+    # a catalog id: its kind is known
+    runtime = resolve(args.model, args.precision, revision=args.revision, catalog_dir=args.catalog_dir)
     print(f"{args.model} ({args.precision}): {runtime}")
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from onespeech.kernels.catalog import get_entry
-    from onespeech.kernels.resolve import PUBLISHER_DIR, RUNTIME_DIR, install_record_name, model_dir
-    from onespeech.kernels.store import read_manifest, verify_files
+    from onespeech.kernels.modelstore import verify
 
-    entry = get_entry(args.model, args.catalog_dir)
-    directory = model_dir(entry)
-    checked = 0
-    publisher = directory / PUBLISHER_DIR
-    pins = {f.name: f.pin for f in entry.files if f.pin is not None and (publisher / f.name).is_file()}
-    if pins:
-        verify_files(publisher, pins, digests="always", what="publisher file")
-        checked += len(pins)
-    if entry.source_type == "huggingface":  # the files a conversion may take from the Hugging Face cache
-        from onespeech.kernels import hfcache
-
-        rest = {f.name: f.pin for f in entry.files if f.required and f.pin is not None and f.name not in pins}
-        found = hfcache.locate(entry.repo or "", entry.revision or "", rest)
-        verify_files(hfcache.repo_cache_dir(entry.repo or ""), {n: rest[n] for n in found}, paths=found,
-                     digests="always", what="Hugging Face cache file")  # fmt: skip
-        checked += len(found)
-    for precision in ("fp32", "bf16"):
-        record = install_record_name(precision)
-        runtime = directory / RUNTIME_DIR
-        if (runtime / record).is_file():
-            files = read_manifest(runtime, name=record).files
-            verify_files(runtime, files, digests="always", what="runtime file")
-            checked += len(files)
-    if not checked:
-        print(f"{args.model}: nothing cached", file=sys.stderr)
-        return 1
-    print(f"{args.model}: {checked} files verified")
+    report = verify(args.model, revision=args.revision, catalog_dir=args.catalog_dir)
+    print(f"{args.model}: {report.files} files verified")
     return 0
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from onespeech.kernels.catalog import get_entry
-    from onespeech.kernels.lock import LOCK_NAME, DirectoryLock
-    from onespeech.kernels.resolve import model_dir
+    from onespeech.kernels.errors import ModelNotInstalledError
+    from onespeech.kernels.modelstore import remove
 
-    directory = model_dir(get_entry(args.model, args.catalog_dir))
-    if not directory.exists():
-        print(f"{args.model}: not cached")
+    try:
+        directory = remove(args.model, revision=args.revision, catalog_dir=args.catalog_dir)
+    except ModelNotInstalledError as error:  # nothing to do is not a failure of `remove`
+        print(f"{args.model}: not cached ({error})")
         return 0
-    from onespeech.kernels.resolve import PUBLISHER_DIR, RUNTIME_DIR
-    from onespeech.kernels.store import forget_stamps
-
-    with DirectoryLock(directory):  # never delete under a running fetch or conversion
-        for sub in (PUBLISHER_DIR, RUNTIME_DIR):
-            forget_stamps(directory / sub)
-        for child in directory.iterdir():
-            if child.name != LOCK_NAME:
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-    shutil.rmtree(directory, ignore_errors=True)
     print(f"{args.model}: removed {directory}")
     return 0
 
