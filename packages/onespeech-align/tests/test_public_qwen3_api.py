@@ -42,11 +42,11 @@ def test_every_exported_qwen3_name_is_documented() -> None:
         assert getattr(onespeech.qwen3, name).__doc__, name
 
 
-def test_align_needs_no_type_ignore_for_the_decoder() -> None:
+def test_align_needs_no_type_ignore() -> None:
+    # the decoder once got a look-alike of its KV cache behind one
     for path in sorted(SOURCE.rglob("*.py")):
         for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if "type: ignore" in text:
-                assert "cache" not in text.lower() and "forward" not in text, f"{path.name}:{number}: {text.strip()}"
+            assert "type: ignore" not in text, f"{path.name}:{number}: {text.strip()}"
 
 
 def test_align_words_are_align_words(tiny_aligner, speech) -> None:

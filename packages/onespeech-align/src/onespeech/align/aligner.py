@@ -108,13 +108,13 @@ class Qwen3ForcedAligner:
         _check_model_kind(directory, parsed)
         self.directory = directory
         self.options = options
-        self.classify_num = int(parsed.classify_num)  # type: ignore[arg-type]
-        self.step_ms = float(parsed.timestamp_segment_time_ms)  # type: ignore[arg-type]
+        self.classify_num = _declared(parsed.classify_num, "classify_num", directory)
+        self.step_ms = float(_declared(parsed.timestamp_segment_time_ms, "timestamp_segment_time", directory))
         self.special = SpecialIds(
             audio_start=parsed.audio_start_token_id,
             audio_pad=parsed.audio_token_id,
             audio_end=parsed.audio_end_token_id,
-            timestamp=int(parsed.timestamp_token_id),  # type: ignore[arg-type]
+            timestamp=_declared(parsed.timestamp_token_id, "timestamp_token_id", directory),
         )
         self._tokenizer = tokenizer
         head = backbone.tensor("thinker.lm_head.weight")  # the classify head: one row per 80 ms slot
@@ -369,6 +369,13 @@ def _check_model_kind(directory: Path, config: Qwen3Config) -> None:
             f"{directory} holds a {config.model_type} model; Qwen3ForcedAligner needs a "
             "qwen3_forced_aligner checkpoint (Qwen/Qwen3-ForcedAligner-0.6B)"
         )
+
+
+def _declared(value: int | None, name: str, directory: Path) -> int:
+    """An aligner config value (``load_config`` requires it of every aligner config)."""
+    if value is None:
+        raise ModelKindError(f"{directory}/config.json declares no {name}; is it a Qwen3-ForcedAligner config?")
+    return value
 
 
 def _check_cancel(cancel: Cancel) -> None:
