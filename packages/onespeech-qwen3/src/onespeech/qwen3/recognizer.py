@@ -11,8 +11,7 @@ One recognition of a bounded input (at most 30 s)::
 Longer input goes through VAD-first chunks (``onespeech.features``), each chunk
 recognised with fresh decoder state by :meth:`Qwen3Recognizer.recognize_chunk` (the
 public step the speech layer's file path and live sessions call too); segments keep
-the source clock. Word timings
-stay None: no timing model is ever loaded here.
+the source clock. Word timings stay None: no timing model is ever loaded here.
 
 One recognizer may be shared by threads: its calls are serialized by a lock (the
 decoder keeps one cache plan), so two threads take turns rather than run at once.
@@ -257,8 +256,7 @@ class Qwen3Recognizer:
         """Release the mapped runtime files and the decoder's buffers (after a running call ends)."""
         with self._lock:
             self._closed = True
-            self.decoder.release()
-            self._model.close()
+            self.backbone.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -386,6 +384,9 @@ class Qwen3Recognizer:
         forced_ids: Sequence[int] | None = None,
     ) -> ChunkRecognition:
         """One bounded recognition with fresh decoder state, keeping every stage's output.
+
+        For parity tools and research; :meth:`recognize_chunk` is the same recognition
+        as text, language and finish.
 
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
