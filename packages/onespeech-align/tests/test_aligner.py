@@ -232,7 +232,7 @@ def test_closed_aligner_releases_weights(tiny_aligner_dir):
     aligner = Qwen3ForcedAligner.load(tiny_aligner_dir, Qwen3AlignerOptions(threads=1))
     with aligner:
         pass
-    assert aligner._decoder is None and aligner._weights is None
+    assert aligner._backbone is None and aligner._head is None
     with pytest.raises(ObjectClosedError, match="closed"):
         aligner.align(np.zeros(16000, np.float32), "hello", "en")
 

@@ -2,10 +2,15 @@
 
 - :class:`Qwen3ForcedAligner` with :class:`Qwen3AlignerOptions`: word times from one
   forward pass (``aligner.py``).
-- unit rules: ``onespeech.qwen3.units`` (a written unit is the same for the
+- unit rules: ``onespeech.qwen3.written_units`` (a written unit is the same for the
   recognizer's words and the aligner's units).
 - :class:`TimingDispatcher` (``timing.py``): picks the timing stage for a language;
-  stages load their models only when first used.
+  stages load their models only when first used. ``time`` times a transcript's
+  words; ``time_text`` takes text, language and samples and returns the timed words
+  (:class:`WordTiming`).
+
+The aligner is built on ``onespeech.qwen3``'s exported names only (its
+:class:`~onespeech.qwen3.Qwen3Backbone`), never on that package's internals.
 
 The aligner shares the input checks, and their errors, of the layers below: see
 :mod:`onespeech.align.errors`.
@@ -25,6 +30,7 @@ from onespeech.align.timing import (
     TimingDispatcher,
     TimingOutcome,
     TimingStage,
+    WordTiming,
     default_dispatcher,
 )
 
@@ -43,5 +49,6 @@ __all__ = [
     "TimingStage",
     "TooManyTokensError",
     "TooManyUnitsError",
+    "WordTiming",
     "default_dispatcher",
 ]

@@ -13,7 +13,7 @@ Architecture (the reference's ``Qwen3ASRForConditionalGeneration`` with the
                 -> argmax: start slot, end slot per unit; time = slot x 80 ms
 
 The slots are predicted in one pass, not generated. See ``slots.py`` for how they
-become word times and ``onespeech.qwen3.units`` for what a unit is.
+become word times and ``onespeech.qwen3.written_units`` for what a unit is.
 
 One aligner may be shared by threads: its calls are serialized by a lock.
 """
@@ -29,26 +29,30 @@ import numpy as np
 
 from onespeech.features.mel import log_mel
 from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, ALIGNMENT_MAX_SECONDS, SAMPLE_RATE, validate_pcm
-from onespeech.kernels import ops
-from onespeech.kernels.cancel import Cancel, check_cancel
+from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.resolve import resolve
 from onespeech.kernels.threads import check_threads, thread_limit
-from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, Qwen3Config, load_config
-from onespeech.qwen3.decoder import Qwen3Decoder
-from onespeech.qwen3.encoder import AudioEncoder
-from onespeech.qwen3.errors import ModelKindError, RecognitionCancelled, raise_if_cancelled
-from onespeech.qwen3.load_options import options_from
-from onespeech.qwen3.runtime import RuntimeModel, load_model
-from onespeech.qwen3.transcript import Segment, Transcript, Word
-from onespeech.qwen3.units import WrittenUnit, spoken_units, written_units
+from onespeech.qwen3 import (
+    ModelKindError,
+    Qwen3Backbone,
+    Qwen3Config,
+    RecognitionCancelled,
+    Segment,
+    Transcript,
+    Word,
+    WrittenUnit,
+    load_config,
+    options_from,
+    spoken_units,
+    written_units,
+)
 from onespeech.tokenizer import Qwen3Tokenizer, check_text
 
 from .errors import AlignmentCancelledError, TooManyUnitsError
 from .inputs import SpecialIds, build_input, encode_units
 from .languages import check_language
-from .passes import causal_hidden_states
 from .slots import SlotClock, SlotPredictions, timed_word, untimed
 
 MAX_UNITS = 4096
@@ -98,32 +102,30 @@ class Qwen3ForcedAligner:
     """
 
     def __init__(
-        self, directory: Path, weights: RuntimeModel, tokenizer: Qwen3Tokenizer, options: Qwen3AlignerOptions
+        self, directory: Path, backbone: Qwen3Backbone, tokenizer: Qwen3Tokenizer, options: Qwen3AlignerOptions
     ) -> None:
-        parsed = weights.config
+        parsed = backbone.config
         _check_model_kind(directory, parsed)
         self.directory = directory
         self.options = options
-        self._bf16 = options.precision is Precision.BFLOAT16
-        self.classify_num = int(parsed.classify_num)  # type: ignore[arg-type]
-        self.step_ms = float(parsed.timestamp_segment_time_ms)  # type: ignore[arg-type]
+        self.classify_num = _declared(parsed.classify_num, "classify_num", directory)
+        self.step_ms = float(_declared(parsed.timestamp_segment_time_ms, "timestamp_segment_time", directory))
         self.special = SpecialIds(
             audio_start=parsed.audio_start_token_id,
             audio_pad=parsed.audio_token_id,
             audio_end=parsed.audio_end_token_id,
-            timestamp=int(parsed.timestamp_token_id),  # type: ignore[arg-type]
+            timestamp=_declared(parsed.timestamp_token_id, "timestamp_token_id", directory),
         )
-        self._weights: RuntimeModel | None = weights
         self._tokenizer = tokenizer
-        self._encoder: AudioEncoder | None = AudioEncoder(weights, parsed, bf16_activations=self._bf16)
-        self._decoder: Qwen3Decoder | None = Qwen3Decoder(weights, parsed, head=None, bf16_activations=self._bf16)
-        self._head: np.ndarray | None = weights["thinker.lm_head.weight"]
-        self._lock = threading.RLock()
-        if self._head.shape[0] != self.classify_num:
+        head = backbone.tensor("thinker.lm_head.weight")  # the classify head: one row per 80 ms slot
+        if head.shape[0] != self.classify_num:
             raise ModelKindError(
-                f"{directory}: thinker.lm_head.weight has {self._head.shape[0]} rows but config.json "
+                f"{directory}: thinker.lm_head.weight has {head.shape[0]} rows but config.json "
                 f"declares classify_num={self.classify_num}"
             )
+        self._backbone: Qwen3Backbone | None = backbone
+        self._head: np.ndarray | None = head
+        self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -180,25 +182,24 @@ class Qwen3ForcedAligner:
         directory = resolve(str(alignment_directory), options.precision, kind="aligner", cancel=cancel)
         _check_cancel(cancel)
         tokenizer = Qwen3Tokenizer.load(directory)
-        with thread_limit(options.threads):
-            weights = load_model(directory, options.precision, kind="aligner")
+        backbone = Qwen3Backbone.load(directory, options.precision, kind="aligner", threads=options.threads,
+                                      output_head=None)
         try:
             _check_cancel(cancel)
-            return cls(directory, weights, tokenizer, options)
+            return cls(directory, backbone, tokenizer, options)
         except BaseException:
-            weights.close()
+            backbone.close()
             raise
 
     def close(self) -> None:
         """Release the weights (memory maps) and buffers; the aligner is unusable after."""
         with self._lock:
-            weights, self._weights = self._weights, None
-            self._encoder = self._decoder = self._head = None
-            if weights is not None:
-                weights.close()
+            backbone, self._backbone, self._head = self._backbone, None, None
+            if backbone is not None:
+                backbone.close()
 
     def _check_open(self) -> None:
-        if self._weights is None:
+        if self._backbone is None:
             raise ObjectClosedError("this Qwen3ForcedAligner is closed; load it again to align")
 
     def __enter__(self) -> Qwen3ForcedAligner:
@@ -245,15 +246,18 @@ class Qwen3ForcedAligner:
         """
         if isinstance(text, Transcript):
             return self.align_transcript(audio, text, language, cancel)
-        check_cancel(cancel)
-        self._check_open()
-        language = check_language(language)
-        units = _checked_units(text, language)
-        pcm = _checked_pcm(audio)
-        words = [Word(u.text) for u in units]
-        timed = self._time_words(pcm, words, [u.spoken for u in units], keep_confidence=False, cancel=cancel)
-        segment = Segment(0.0, pcm.shape[0] / SAMPLE_RATE, text, language)
-        return Transcript(text=text, language=language, segments=(segment,), words=tuple(timed))
+        n_samples, language, words = self._align_text(audio, text, language, cancel)
+        segment = Segment(0.0, n_samples / SAMPLE_RATE, text, language)
+        return Transcript(text=text, language=language, segments=(segment,), words=words)
+
+    def align_words(self, audio: np.ndarray, text: str, language: str, cancel: Cancel = None) -> tuple[Word, ...]:
+        """The written units of ``text`` as words timed in ``audio``: ``align(audio, text, language).words``.
+
+        For callers that hold text, language and samples (the speech layer's chunks)
+        and need only the words; times are seconds from the first sample of ``audio``.
+        Takes the same arguments and raises the same errors as :meth:`align`.
+        """
+        return self._align_text(audio, text, language, cancel)[2]
 
     def align_transcript(self, audio: np.ndarray, transcript: Transcript, language: str | None = None,
                          cancel: Cancel = None) -> Transcript:
@@ -306,26 +310,38 @@ class Qwen3ForcedAligner:
 
     # -- internals ------------------------------------------------------------------------
 
+    def _align_text(self, audio: np.ndarray, text: str, language: str,
+                    cancel: Cancel) -> tuple[int, str, tuple[Word, ...]]:
+        """(samples, language tag, timed words) of ``text`` in ``audio``."""
+        check_cancel(cancel)
+        self._check_open()
+        language = check_language(language)
+        units = _checked_units(text, language)
+        pcm = _checked_pcm(audio)
+        words = [Word(u.text) for u in units]
+        timed = self._time_words(pcm, words, [u.spoken for u in units], keep_confidence=False, cancel=cancel)
+        return pcm.shape[0], language, tuple(timed)
+
     def _forward(self, pcm: np.ndarray, units: list[str], cancel: Cancel) -> TimestampLogits:
-        encoder, decoder, head = self._encoder, self._decoder, self._head
-        assert encoder is not None and decoder is not None and head is not None  # open: checked by the caller
+        backbone, head = self._backbone, self._head
+        assert backbone is not None and head is not None  # open: checked by the caller
         _check_cancel(cancel)
         # text first: its ids are bounded before any model work
         unit_ids = encode_units(self._tokenizer, units)
         # audio: log-mel (up to 300 s) -> encoder -> one embedding per audio token
         mel = log_mel(pcm, max_seconds=ALIGNMENT_MAX_SECONDS)
-        audio_embeds = encoder.forward(mel, cancel=cancel)
+        audio_embeds = backbone.encode_audio(mel, cancel=cancel)
         _check_cancel(cancel)
         # special ids around the audio, units each followed by two timestamps
         inputs = build_input(unit_ids, audio_embeds.shape[0], self.special)
-        embeds = decoder.embed(inputs.ids)
-        embeds[inputs.audio_offset : inputs.audio_offset + inputs.n_audio] = audio_embeds
+        embeds = backbone.embed_prompt(inputs.ids, audio_embeds, inputs.audio_offset)
         del audio_embeds
-        # one causal pass; the classify head runs only at the timestamp rows
-        hidden = causal_hidden_states(decoder, embeds, cancel, bf16=self._bf16)
+        # one causal pass (one layer's keys and values in memory); the classify head
+        # runs only at the timestamp rows
+        hidden = backbone.hidden_states(embeds, cancel)
         rows = np.ascontiguousarray(hidden[inputs.timestamp_positions])
         del hidden
-        return TimestampLogits(inputs.ids, ops.linear(rows, head, round_to_bf16=self._bf16))
+        return TimestampLogits(inputs.ids, backbone.linear(rows, head))
 
     def _time_words(self, pcm: np.ndarray, words: list[Word], spoken: list[tuple[str, ...]],
                     keep_confidence: bool, cancel: Cancel) -> list[Word]:
@@ -348,18 +364,23 @@ class Qwen3ForcedAligner:
 
 
 def _check_model_kind(directory: Path, config: Qwen3Config) -> None:
-    if config.model_type != ALIGNER_MODEL_TYPE:
+    if not config.is_aligner:
         raise ModelKindError(
             f"{directory} holds a {config.model_type} model; Qwen3ForcedAligner needs a "
-            f"{ALIGNER_MODEL_TYPE} checkpoint (Qwen/Qwen3-ForcedAligner-0.6B)"
+            "qwen3_forced_aligner checkpoint (Qwen/Qwen3-ForcedAligner-0.6B)"
         )
 
 
+def _declared(value: int | None, name: str, directory: Path) -> int:
+    """An aligner config value (``load_config`` requires it of every aligner config)."""
+    if value is None:
+        raise ModelKindError(f"{directory}/config.json declares no {name}; is it a Qwen3-ForcedAligner config?")
+    return value
+
+
 def _check_cancel(cancel: Cancel) -> None:
-    try:
-        raise_if_cancelled(cancel)
-    except RecognitionCancelled as exc:
-        raise AlignmentCancelledError("alignment was cancelled by the caller's signal") from exc
+    if is_cancelled(cancel):
+        raise AlignmentCancelledError("alignment was cancelled by the caller's signal")
 
 
 def _checked_pcm(audio: np.ndarray) -> np.ndarray:

@@ -1,13 +1,13 @@
 """The forced aligner's languages, parsed as the recognizer parses its own.
 
-Tags, names and BCP-47 forms are read by :class:`onespeech.qwen3.languages.Languages`
+Tags, names and BCP-47 forms are read by :class:`onespeech.qwen3.Languages`
 (``"en"``, ``"EN"``, ``"English"`` and ``"en-US"`` all mean English); unlike the
 recognizer, the aligner cannot identify the language, so one is required.
 """
 
 from __future__ import annotations
 
-from onespeech.qwen3.languages import TAG_BY_NAME, Languages
+from onespeech.qwen3 import Languages
 
 from .errors import LanguageRequiredError
 
@@ -45,7 +45,7 @@ def check_language(language: str | None) -> str:
         raise LanguageRequiredError(
             f"forced alignment needs a language tag; use one of {', '.join(ALIGNER_LANGUAGES)}"
         )
-    return TAG_BY_NAME[name]
+    return _LANGUAGES.tag(name) or name  # every aligner language has a tag
 
 
 def is_aligner_language(language: str | None) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from onespeech.qwen3.transcript import TimingMethod, Word
+from onespeech.qwen3 import TimingMethod, Word
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from onespeech.kernels.cancel import Cancel
-    from onespeech.qwen3.transcript import Transcript
+    from onespeech.qwen3 import Transcript, Word
 
     from .aligner import Qwen3AlignerOptions, Qwen3ForcedAligner
 
@@ -39,6 +39,10 @@ class TimingStage(Protocol):
         self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Cancel = None
     ) -> Transcript:
         """Return ``transcript`` with word times filled in where the stage could."""
+        ...
+
+    def time_text(self, audio: np.ndarray, text: str, language: str, cancel: Cancel = None) -> tuple[Word, ...]:
+        """The written units of ``text`` as words, timed in ``audio`` where the stage could."""
         ...
 
     def load(self, cancel: Cancel = None) -> None:
@@ -65,6 +69,26 @@ class TimingOutcome:
     """
 
     transcript: Transcript
+    stage: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class WordTiming:
+    """What :meth:`TimingDispatcher.time_text` did.
+
+    Attributes
+    ----------
+    words : tuple of Word
+        The text's written units with times (seconds from the audio's first
+        sample); empty when no stage ran.
+    stage : str | None
+        Name of the stage that ran, or None.
+    reason : str | None
+        Why no stage ran.
+    """
+
+    words: tuple[Word, ...]
     stage: str | None
     reason: str | None = None
 
@@ -102,6 +126,18 @@ class TimingDispatcher:
         if stage is None or language is None:
             return TimingOutcome(transcript, None, self._why_untimed(language))
         return TimingOutcome(stage.time(audio, transcript, language, cancel), stage.name)
+
+    def time_text(self, audio: np.ndarray, text: str, language: str | None, cancel: Cancel = None) -> WordTiming:
+        """Time the written units of ``text`` in ``audio``: words without building a transcript.
+
+        The same words and times as :meth:`time` gives for a transcript of ``text``
+        without words. With no stage for ``language`` (or none given) no model is
+        loaded and ``reason`` says why.
+        """
+        stage = self.select(language)
+        if stage is None or language is None:
+            return WordTiming((), None, self._why_untimed(language))
+        return WordTiming(stage.time_text(audio, text, language, cancel), stage.name)
 
     def load(self, language: str | None = None, cancel: Cancel = None) -> None:
         """Load now the model of the stage that would time ``language`` (every stage's when None).
@@ -163,6 +199,9 @@ class ForcedAlignerStage:
         self, audio: np.ndarray, transcript: Transcript, language: str, cancel: Cancel = None
     ) -> Transcript:
         return self._load(cancel).align_transcript(audio, transcript, language, cancel=cancel)
+
+    def time_text(self, audio: np.ndarray, text: str, language: str, cancel: Cancel = None) -> tuple[Word, ...]:
+        return self._load(cancel).align_words(audio, text, language, cancel=cancel)
 
     def load(self, cancel: Cancel = None) -> None:
         self._load(cancel)

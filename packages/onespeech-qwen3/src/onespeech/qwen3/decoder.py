@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from onespeech.kernels import ops
 from onespeech.kernels.cancel import Cancel
@@ -48,29 +49,49 @@ def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.
 class KVCache:
     """Past keys/values of every layer, preallocated for ``capacity`` positions.
 
+    With ``shared_layers`` every layer shares one keys and one values buffer: enough
+    for a single causal pass from an empty cache (:meth:`Qwen3Decoder.hidden_states`),
+    which then needs one layer's memory instead of ``n_layers`` (a 300 s aligner input:
+    about 60 MB instead of 1.6 GB). Such a cache cannot be extended by a second call.
+
     Attributes
     ----------
     k, v : ndarray[float32 | uint16 (bf16)], shape (n_layers, capacity, n_kv_heads, head_dim)
         bfloat16 under BF16 precision: keys and values are rounded to bfloat16
         anyway (as the reference's bf16 cache holds them), so storing the bits
         halves the cache and what decode attention reads, and changes no value.
+        With ``shared_layers``: zero-stride views of one buffer each.
     length : int
         Positions filled so far.
     cos, sin : ndarray[float32], shape (capacity, head_dim)
         Rotary tables for every position of the plan.
     """
 
-    def __init__(self, dims: TextDecoderConfig, capacity: int, bf16: bool = False) -> None:
-        shape = (dims.num_layers, capacity, dims.num_kv_heads, dims.head_dim)
+    def __init__(
+        self, dims: TextDecoderConfig, capacity: int, bf16: bool = False, *, shared_layers: bool = False
+    ) -> None:
         self.capacity = capacity
-        self.k = np.zeros(shape, dtype=np.uint16 if bf16 else np.float32)
-        self.v = np.zeros(shape, dtype=self.k.dtype)
+        dtype = np.uint16 if bf16 else np.float32
+        if shared_layers:
+            # one pass from an empty cache: each layer writes all of its positions before
+            # reading them and no layer reads another's, so one buffer serves every layer
+            # (a zero stride on the layer axis) and the arithmetic is unchanged
+            self.k = _every_layer(np.zeros((capacity, dims.num_kv_heads, dims.head_dim), dtype), dims.num_layers)
+            self.v = _every_layer(np.zeros((capacity, dims.num_kv_heads, dims.head_dim), dtype), dims.num_layers)
+        else:
+            shape = (dims.num_layers, capacity, dims.num_kv_heads, dims.head_dim)
+            self.k = np.zeros(shape, dtype=dtype)
+            self.v = np.zeros(shape, dtype=dtype)
         self.cos, self.sin = rope_tables(np.arange(capacity), dims.head_dim, dims.rope_theta)
         self.length = 0
 
     def reset(self) -> None:
         """Forget the past (fresh decoder state) without reallocating."""
         self.length = 0
+
+
+def _every_layer(buffer: np.ndarray, n_layers: int) -> np.ndarray:
+    return as_strided(buffer, shape=(n_layers, *buffer.shape), strides=(0, *buffer.strides), writeable=True)
 
 
 @dataclass(frozen=True)
@@ -213,6 +234,9 @@ class Qwen3Decoder:
     def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
         """Causal full-sequence forward without keeping a cache (the aligner's pass).
 
+        Runs on a ``shared_layers`` cache: one layer's keys and values in memory,
+        the same values as :meth:`forward` from an empty cache.
+
         Parameters
         ----------
         embeds : ndarray[float32], shape (n, hidden_size)
@@ -221,7 +245,7 @@ class Qwen3Decoder:
         -------
         ndarray[float32], shape (n, hidden_size), after the final RMS norm
         """
-        cache = KVCache(self.dims, max(1, embeds.shape[0]), self._bf16_cache)
+        cache = KVCache(self.dims, max(1, embeds.shape[0]), self._bf16_cache, shared_layers=True)
         return self.forward(embeds, cache, cancel)
 
     def _layer(

@@ -9,8 +9,9 @@ One recognition of a bounded input (at most 30 s)::
         -> decode, parse "language X<asr_text>text"
 
 Longer input goes through VAD-first chunks (``onespeech.features``), each chunk
-recognised with fresh decoder state; segments keep the source clock. Word timings
-stay None: no timing model is ever loaded here.
+recognised with fresh decoder state by :meth:`Qwen3Recognizer.recognize_chunk` (the
+public step the speech layer's file path and live sessions call too); segments keep
+the source clock. Word timings stay None: no timing model is ever loaded here.
 
 One recognizer may be shared by threads: its calls are serialized by a lock (the
 decoder keeps one cache plan), so two threads take turns rather than run at once.
@@ -33,8 +34,9 @@ from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import check_threads, thread_limit
-from onespeech.qwen3.decoder import Generation, Qwen3Decoder
-from onespeech.qwen3.encoder import ENCODER_ATTENTION, AudioEncoder
+from onespeech.qwen3.backbone import Qwen3Backbone
+from onespeech.qwen3.decoder import Generation
+from onespeech.qwen3.encoder import ENCODER_ATTENTION
 from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
 from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.load_options import options_from
@@ -113,6 +115,30 @@ class ChunkRecognition:
     generation: Generation
 
 
+@dataclass(frozen=True)
+class RecognizedChunk:
+    """The recognition of one chunk of at most 30 s (:meth:`Qwen3Recognizer.recognize_chunk`).
+
+    Attributes
+    ----------
+    text : str
+        The recognised text ("" for silence).
+    language : str | None
+        Short tag (``"en"``) of the language, or the model's name for one without a
+        known tag; the forced language when one was given; None if not identified.
+    finished : bool
+        True if the model ended its answer; False if it reached ``max_new_tokens``
+        first (``text`` is then what it produced until there).
+    answer : str
+        The decoded answer before parsing (``"language English<asr_text>..."``).
+    """
+
+    text: str
+    language: str | None
+    finished: bool
+    answer: str
+
+
 class Qwen3Recognizer:
     """Greedy Qwen3-ASR recognition on the OneSpeech runtime.
 
@@ -134,9 +160,9 @@ class Qwen3Recognizer:
         self.options = options
         self.languages = Languages(self.config.support_languages)
         self._context = check_context(tokenizer, options.context)
-        bf16 = options.precision is Precision.BFLOAT16
-        self.encoder = AudioEncoder(model, self.config, bf16_activations=bf16)
-        self.decoder = Qwen3Decoder(model, self.config, bf16_activations=bf16)
+        self.backbone = Qwen3Backbone(model, bf16_activations=options.precision is Precision.BFLOAT16)
+        self.encoder = self.backbone.encoder
+        self.decoder = self.backbone.decoder
         self._vad = vad
         self._closed = False
         # the decoder's cache plan and buffers belong to one call at a time
@@ -230,8 +256,7 @@ class Qwen3Recognizer:
         """Release the mapped runtime files and the decoder's buffers (after a running call ends)."""
         with self._lock:
             self._closed = True
-            self.decoder.release()
-            self._model.close()
+            self.backbone.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -290,6 +315,43 @@ class Qwen3Recognizer:
                         segments.append(segment)
         return _document(segments, self.languages)
 
+    def recognize_chunk(
+        self, audio: np.ndarray, language: str | None = None, cancel: Cancel = None
+    ) -> RecognizedChunk:
+        """Recognise one chunk of at most 30 s with fresh decoder state.
+
+        The step :meth:`transcribe` takes for each of its chunks, and what the
+        ``onespeech.speech`` file path and live sessions call per chunk. Unlike
+        :meth:`transcribe`, reaching ``max_new_tokens`` is reported in
+        ``RecognizedChunk.finished`` instead of raised, so a caller can name the
+        chunk and keep what came before.
+
+        Parameters
+        ----------
+        audio : ndarray[float32], shape (n_samples,)
+            16 kHz mono PCM, more than 200 samples and at most 480000 (30 s).
+        language : str | None
+            A tag or name forcing the language; None lets the model identify it.
+        cancel : threading.Event-like, callable or None
+            Checked between encoder layers and decoder steps.
+
+        Raises
+        ------
+        PcmError
+            200 samples or fewer, more than 30 s, nonfinite or power-overflowing PCM.
+        UnsupportedLanguageError
+        RecognitionCancelled
+        ObjectClosedError
+        """
+        check_cancel(cancel)
+        pcm = validate_pcm(audio, max_samples=MAX_CHUNK_SAMPLES, allow_empty=False)
+        name = self.languages.resolve(language)
+        with self._lock, thread_limit(self.options.threads):
+            generation = self.recognize(pcm, name, self.options.max_new_tokens, cancel).generation
+        answer = self.decode_ids(generation.ids)
+        parsed, text = parse_output(answer, name)
+        return RecognizedChunk(text, self.languages.tag(parsed), generation.finished, answer)
+
     def generate(
         self, audio: np.ndarray, language: str | None = None, max_new_tokens: int | None = None
     ) -> list[int]:
@@ -322,6 +384,9 @@ class Qwen3Recognizer:
         forced_ids: Sequence[int] | None = None,
     ) -> ChunkRecognition:
         """One bounded recognition with fresh decoder state, keeping every stage's output.
+
+        For parity tools and research; :meth:`recognize_chunk` is the same recognition
+        as text, language and finish.
 
         ``language_name`` is the model's name ("English") or None; ``mel`` may be
         given to bypass the 30 s feature bound (parity checks on longer inputs).
@@ -369,15 +434,14 @@ class Qwen3Recognizer:
     def _transcribe_chunk(
         self, pcm: np.ndarray, start: int, end: int, name: str | None, cancel: Cancel
     ) -> Segment:
-        result = self.recognize(pcm, name, self.options.max_new_tokens, cancel)
-        if not result.generation.finished:
+        result = self.recognize_chunk(pcm, name, cancel)
+        if not result.finished:
             raise MaxNewTokensError(
                 f"recognition of {start / SAMPLE_RATE:.2f}-{end / SAMPLE_RATE:.2f} s reached "
                 f"max_new_tokens={self.options.max_new_tokens} before the model ended its answer; "
                 f"raise Qwen3Options.max_new_tokens (up to {MAX_NEW_TOKENS_LIMIT})"
             )
-        language, text = parse_output(self.decode_ids(result.generation.ids), name)
-        return Segment(start / SAMPLE_RATE, end / SAMPLE_RATE, text, self.languages.tag(language))
+        return Segment(start / SAMPLE_RATE, end / SAMPLE_RATE, result.text, result.language)
 
     def decode_ids(self, ids: list[int]) -> str:
         """The text of generated ids (special tokens skipped), before ``parse_output``."""

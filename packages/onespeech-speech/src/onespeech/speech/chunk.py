@@ -33,9 +33,7 @@ from onespeech.features import (
 from onespeech.features.errors import NonFiniteSampleError
 from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE, validate_pcm
 from onespeech.kernels.cancel import Cancel
-from onespeech.qwen3 import Qwen3Recognizer, Transcript
-from onespeech.qwen3.prompt import parse_output
-from onespeech.qwen3.units import written_units
+from onespeech.qwen3 import Qwen3Recognizer, written_units
 from onespeech.speech.document import FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS, Segment, Word
 
 __all__ = ["AudioChunker", "ClosedChunk", "recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
@@ -157,10 +155,10 @@ def recognize_chunk(
 ) -> Segment:
     """Recognize one closed chunk with fresh decoder state.
 
-    Exactly ``Qwen3Recognizer.transcribe(pcm_chunk, language)`` for a chunk of at most
-    30 s, but reaching ``max_new_tokens`` is reported in ``Segment.finish``
-    ("max_new_tokens") instead of raised, so the caller can name the chunk and keep
-    what came before. Words carry their written forms and no times.
+    ``Qwen3Recognizer.recognize_chunk`` (the step ``Qwen3Recognizer.transcribe`` takes
+    per chunk) as a segment on the source's clock: reaching ``max_new_tokens`` is
+    reported in ``Segment.finish`` ("max_new_tokens"), so the caller can name the
+    chunk and keep what came before. Words carry their written forms and no times.
 
     Parameters
     ----------
@@ -175,14 +173,10 @@ def recognize_chunk(
     if pcm_chunk.shape != (end_sample - start_sample,):
         raise ValueError(f"pcm_chunk has shape {pcm_chunk.shape}; expected ({end_sample - start_sample},) for "
                          f"samples {start_sample}..{end_sample}")
-    pcm = validate_pcm(pcm_chunk, max_samples=MAX_CHUNK_SAMPLES, allow_empty=False)
-    name = recognizer.languages.resolve(language)
-    result = recognizer.recognize(pcm, name, recognizer.options.max_new_tokens, cancel)
-    finish = FINISH_END_TOKEN if result.generation.finished else FINISH_MAX_NEW_TOKENS
-    parsed_language, text = parse_output(recognizer.decode_ids(result.generation.ids), name)
-    tag = recognizer.languages.tag(parsed_language)
-    return Segment(start_sample / SAMPLE_RATE, end_sample / SAMPLE_RATE, text, tag, untimed_words(text, tag),
-                   finish, timing="not timed")
+    result = recognizer.recognize_chunk(pcm_chunk, language, cancel)
+    finish = FINISH_END_TOKEN if result.finished else FINISH_MAX_NEW_TOKENS
+    return Segment(start_sample / SAMPLE_RATE, end_sample / SAMPLE_RATE, result.text, result.language,
+                   untimed_words(result.text, result.language), finish, timing="not timed")
 
 
 def untimed_words(text: str, language: str | None) -> list[Word]:
@@ -212,17 +206,15 @@ def time_chunk(dispatcher: TimingDispatcher, segment: Segment, pcm_chunk: np.nda
     """
     if dispatcher.select(segment.language) is None:
         return replace(segment, timing=untimed_reason(segment.language))
-    # no words given: the stage takes the units from the text, as Qwen3ForcedAligner.align does
-    transcript = Transcript(segment.text, segment.language, (), ())
-    outcome = dispatcher.time(pcm_chunk, transcript, segment.language, cancel)
-    if outcome.stage is None:
-        return replace(segment, timing=outcome.reason or "not timed")
+    timing = dispatcher.time_text(pcm_chunk, segment.text, segment.language, cancel)
+    if timing.stage is None:
+        return replace(segment, timing=timing.reason or "not timed")
     offset = segment.start
     words = [
         Word(w.text, _shift(w.start, offset), _shift(w.end, offset), w.confidence, w.timing_method.value)
-        for w in outcome.transcript.words
+        for w in timing.words
     ]
-    return replace(segment, words=words, timing=outcome.stage)
+    return replace(segment, words=words, timing=timing.stage)
 
 
 def untimed_reason(language: str | None) -> str:
