@@ -60,8 +60,8 @@ def test_the_encoder_loads_only_after_the_recognizer_and_aligner_close(
     runtime_dirs, vad_path, clips, monkeypatch
 ):  # type: ignore[no-untyped-def]
     from onespeech.align import timing
-    from onespeech.qwen3 import Qwen3Recognizer
     from onespeech.features import speaker_model
+    from onespeech.qwen3 import Qwen3Recognizer
 
     events: list[str] = []
     close_recognizer = Qwen3Recognizer.close
