@@ -23,20 +23,20 @@ from typing import BinaryIO
 import numpy as np
 import soxr
 
-from onespeech.align import Qwen3AlignerOptions, default_dispatcher
+from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import AudioFileSource, SileroVad, VadOptions
+from onespeech.features import AudioFileSource, SileroVad
 from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE, check_float_samples, check_sample_rate
 from onespeech.kernels.cancel import Cancel, check_cancel
-from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk
 from onespeech.speech.document import Segment
 from onespeech.speech.errors import SessionFinishedError
 from onespeech.speech.live_chunks import LiveChunker
-from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, TIMING_DISABLED
+from onespeech.speech.options import TranscribeOptions
+from onespeech.speech.transcribe import TIMING_DISABLED
 
 _INT16_SCALE = 1.0 / 32768.0
 CHUNKING = ("region", "file")
@@ -123,23 +123,17 @@ class LiveSession:
 
     Parameters
     ----------
-    model : str or PathLike
-        Catalog id or model directory of the recognizer (loaded now, kept until ``close``).
-    language : str, optional
-        Forces the language of every final; None lets the model identify it per chunk.
-    aligner : str, PathLike or None
-        The forced aligner (catalog id or directory) that times each final's words,
-        exactly as ``transcribe`` times its segments (the same timing dispatcher and
-        per-language rule; a final in a language no stage supports keeps None times and
-        says why in ``timing``). It is loaded now and held with the recognizer for the
-        whole session. None (default): finals without word times
-        (``timing="aligner disabled"``), and only the recognizer in memory.
-    context, precision, threads, max_new_tokens
-        As for ``transcribe``.
-    vad : SileroVad or path, optional
-        The voice activity detector (default: the catalog's Silero VAD).
-    vad_options : VadOptions, optional
-        Segmentation settings (default: the file path's).
+    model : str or PathLike, optional
+        Sugar for ``options.model``: the recognizer (loaded now, kept until ``close``).
+    options : TranscribeOptions, optional
+        As for ``transcribe``; keyword arguments naming its fields change it. Without
+        ``options``, ``aligner`` defaults to None here (finals without word times,
+        ``timing="aligner disabled"``, and only the recognizer in memory). With an
+        aligner, each final's words are timed exactly as ``transcribe`` times its
+        segments (the same timing dispatcher and per-language rule; a final in a
+        language no stage supports keeps None times and says why in ``timing``); it is
+        loaded now and held with the recognizer for the whole session. ``speakers``
+        and ``max_pause`` do not apply: finals carry no speakers.
     chunking : {"region", "file"}
         "region" (default): each VAD speech region is a chunk, recognized as soon as
         it closes (regions over 30 s are cut at their quietest point). "file": the
@@ -156,32 +150,28 @@ class LiveSession:
 
     def __init__(
         self,
-        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        model: str | os.PathLike[str] | None = None,
         *,
-        language: str | None = None,
-        aligner: str | os.PathLike[str] | None = None,
-        context: str | None = None,
-        precision: str = "fp32",
-        threads: int | None = None,
-        max_new_tokens: int = 512,
-        vad: SileroVad | str | os.PathLike[str] | None = None,
-        vad_options: VadOptions | None = None,
+        options: TranscribeOptions | None = None,
         chunking: str = "region",
+        **changes: object,
     ) -> None:
-        from onespeech.qwen3 import Qwen3Options
-
         if chunking not in CHUNKING:
             raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
-        options = Qwen3Options(context=context, precision=Precision.parse(precision), threads=threads,
-                               max_new_tokens=max_new_tokens)
+        if options is None:
+            changes.setdefault("aligner", None)  # a live session times words only when asked
+        if model is not None:
+            changes["model"] = model
+        self.options = settings = TranscribeOptions.build(options, **changes)
+        language, aligner, threads, vad = settings.language, settings.aligner, settings.threads, settings.vad
         self._vad = load_vad(vad)
         self._dispatcher: TimingDispatcher | None = None
-        self._recognizer = Qwen3Recognizer.load(model, options)
+        self._recognizer = Qwen3Recognizer.load(settings.model, settings.recognizer_options())
         try:
             self._recognizer.languages.resolve(language)  # an unsupported tag fails now, not at the first final
             if aligner is not None:
                 self._dispatcher = default_dispatcher(
-                    os.fspath(aligner), Qwen3AlignerOptions(precision=options.precision, threads=threads))
+                    aligner, settings.aligner_options())
                 # one pass: the timing stage is loaded now and held, so no final waits for a model load
                 # (a forced language that no stage can time loads nothing)
                 with thread_limit(threads):
@@ -190,7 +180,7 @@ class LiveSession:
             self._release()
             raise
         self.language = language
-        self._chunking, self._vad_options = chunking, vad_options
+        self._chunking, self._vad_options = chunking, settings.vad_options
         self._closed = False
         # one caller at a time: blocks from several threads would interleave the resampler, the VAD
         # and the clock; a second caller waits for the first one's push to return
@@ -334,18 +324,12 @@ def chunk_final(
 
 def stream_file(
     source: str | os.PathLike[str] | BinaryIO,
-    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    model: str | os.PathLike[str] | None = None,
     *,
-    language: str | None = None,
-    aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
-    context: str | None = None,
-    precision: str = "fp32",
-    threads: int | None = None,
-    max_new_tokens: int = 512,
-    vad: SileroVad | str | os.PathLike[str] | None = None,
-    vad_options: VadOptions | None = None,
+    options: TranscribeOptions | None = None,
     chunking: str = "file",
     cancel: Cancel = None,
+    **changes: object,
 ) -> Iterator[Segment]:
     """File-segment streaming: yield each final as its chunk closes while the file is decoded.
 
@@ -353,18 +337,16 @@ def stream_file(
     models (the recognizer and, with an aligner, the timing stage) are loaded before
     the first block, held together, and released when the iterator ends or is closed.
     Same finals as a ``LiveSession`` with the same options fed the decoded audio. The
-    defaults are ``transcribe``'s: ``aligner`` is Qwen3-ForcedAligner-0.6B (None: no
+    options (``options`` and keyword arguments naming its fields) and their defaults
+    are ``transcribe``'s: ``aligner`` is Qwen3-ForcedAligner-0.6B (None: no
     word times) and ``chunking="file"``, so the finals are ``transcribe``'s segments
     (text, language, word times, timing), each yielded as soon as its chunk closes;
     unlike ``transcribe``, a chunk that reaches ``max_new_tokens`` is yielded with
     ``finish="max_new_tokens"`` rather than raised.
     """
     check_cancel(cancel)
-    with AudioFileSource(source) as audio, LiveSession(
-        model, language=language, aligner=aligner, context=context, precision=precision, threads=threads,
-        max_new_tokens=max_new_tokens, vad=vad, vad_options=vad_options,
-        chunking=chunking,
-    ) as session:
+    settings = TranscribeOptions.build(options, **({"model": model} if model is not None else {}), **changes)
+    with AudioFileSource(source) as audio, LiveSession(options=settings, chunking=chunking) as session:
         for block in audio.blocks():
             yield from session.push(block, cancel=cancel)
         yield from session.finish(cancel=cancel)

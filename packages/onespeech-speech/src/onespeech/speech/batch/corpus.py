@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,12 @@ from onespeech.speech.batch.report import BatchReport, FileFailure, WorkerLoad
 from onespeech.speech.batch.work import Task, WorkResult
 from onespeech.speech.document import Document
 from onespeech.speech.errors import OutputPathError
+from onespeech.speech.options import TranscribeOptions
 from onespeech.speech.output_paths import check_targets, prepare_output_dir
 from onespeech.speech.writers import parse_formats, write_outputs
 
-DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
 # options that change no output: left out of the record, so changing them skips nothing
-_RUN_ONLY = frozenset({"threads", "progress", "cancel"})
+_RUN_ONLY = frozenset({"threads"})
 
 Progress = Callable[[str, float, float], None]
 
@@ -48,14 +49,14 @@ def transcribe_corpus(
     inputs: Sequence[str | os.PathLike[str]],
     output_dir: str | os.PathLike[str],
     *,
-    model: str = DEFAULT_MODEL,
+    options: TranscribeOptions | None = None,
     formats: Sequence[str] = ("json",),
     workers: int | None = None,
     ray_address: str | None = None,
     retry_failed: bool = False,
     overwrite_others: bool = False,
     progress: bool | Progress | None = None,
-    **transcribe_options: Any,
+    **changes: object,
 ) -> BatchReport:
     """Transcribe every audio file of ``inputs`` into ``output_dir``.
 
@@ -72,11 +73,14 @@ def transcribe_corpus(
         modification time and SHA-256 and the options. Every output path is
         checked before any work: it must resolve inside ``output_dir`` and be no
         input file.
-    model, formats, **transcribe_options
-        As ``onespeech.speech.transcribe`` and ``onespeech transcribe -f``
-        (``aligner``, ``language``, ``context``, ``precision``, ``threads``,
-        ``max_new_tokens``, ...). A manifest's per-file language and context
-        override the batch's.
+    options : TranscribeOptions, optional
+        As for ``transcribe``; keyword arguments naming its fields (``model``,
+        ``aligner``, ``language``, ``threads``, ...) change it. A manifest's per-file
+        language and context override the batch's. Every option but ``threads`` is
+        kept in each file's record: a rerun with other options redoes the files
+        (their outputs would differ), one with other ``threads`` skips them.
+    formats : sequence of str
+        As ``onespeech transcribe -f``.
     workers : int, optional
         Worker processes (or Ray actors), each holding one Transcriber. Default:
         enough workers of ``threads`` threads (default 2) to use every core.
@@ -113,12 +117,12 @@ def transcribe_corpus(
     expansion = expand_inputs(list(inputs))
     output = prepare_output_dir(output_dir)
     _check_paths(output, expansion.items, [Path(p) for p in inputs], formats)
-    options = {"model": model, **transcribe_options}
+    settings = TranscribeOptions.build(options, **changes)
     report = BatchReport(manifest_errors=list(expansion.errors))
     todo: list[tuple[CorpusItem, dict[str, Any]]] = []
     claimed: list[str] = []
     for item in expansion.items:
-        key = _record_options(options, formats, item)
+        key = _record_options(settings, formats, item)
         stem = output / item.rel
         record = read_record(record_path(stem))
         if retry_failed:
@@ -139,8 +143,8 @@ def transcribe_corpus(
     order = sorted(range(len(todo)), key=lambda i: -durations[i])
     tasks = [Task(i, str(todo[i][0].path), todo[i][0].language, todo[i][0].context) for i in order]
     if tasks:
-        threads, count = _split_threads(transcribe_options.get("threads"), workers, len(tasks))
-        worker_options = {**options, "threads": threads, "progress": False}
+        threads, count = _split_threads(settings.threads, workers, len(tasks))
+        worker_options = replace(settings, threads=threads)
         pool: LocalPool | RayPool
         if ray_address is None:
             pool = LocalPool(count, worker_options)
@@ -165,14 +169,14 @@ def _check_paths(output: Path, items: Sequence[CorpusItem], given: Sequence[Path
     check_targets(output, targets, [item.path for item in items] + [p for p in given if p.is_file()])
 
 
-def _record_options(options: dict[str, Any], formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
-    key = {k: v for k, v in options.items() if k not in _RUN_ONLY}
+def _record_options(options: TranscribeOptions, formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
+    key = {k: v for k, v in options.to_dict().items() if k not in _RUN_ONLY}
     if item.language is not None:
         key["language"] = item.language
     if item.context is not None:
         key["context"] = item.context
     key["formats"] = sorted(formats)
-    return {k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(key.items())}
+    return dict(sorted(key.items()))
 
 
 def _split_threads(threads: int | None, workers: int | None, n_files: int) -> tuple[int, int]:
