@@ -117,6 +117,12 @@ class Document:
     model, aligner : ModelInfo | None
         The recognizer and the aligner used (``aligner`` None when timing was off).
     speakers : list of Speaker
+    options : dict or None
+        The :class:`~onespeech.speech.options.TranscribeOptions` the document was made
+        with, as plain JSON (``TranscribeOptions.to_dict``: this call's language,
+        context and speakers; ``aligner`` None when timing was off); None in documents
+        written before it was kept or assembled by hand.
+        ``TranscribeOptions.from_dict(document.options)`` rebuilds them.
     """
 
     text: str
@@ -128,6 +134,7 @@ class Document:
     model: ModelInfo | None
     aligner: ModelInfo | None
     speakers: list[Speaker] = field(default_factory=list)
+    options: dict[str, Any] | None = None
 
     @classmethod
     def from_segments(

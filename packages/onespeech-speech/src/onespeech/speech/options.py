@@ -121,6 +121,8 @@ class TranscribeOptions:
         set_(self, "max_pause", check_max_pause(self.max_pause))
         if self.vad is not None and not isinstance(self.vad, (SileroVad, str, os.PathLike)):
             raise TypeError(f"vad must be a SileroVad, a path or None, not {type(self.vad).__name__}")
+        if isinstance(self.vad, os.PathLike):
+            set_(self, "vad", os.fspath(self.vad))
         if self.vad_options is None:
             set_(self, "vad_options", VadOptions())
         elif not isinstance(self.vad_options, VadOptions):

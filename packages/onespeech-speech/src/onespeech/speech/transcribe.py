@@ -299,7 +299,13 @@ class _FileRun:
                                               aligner_info)
             if owner.speakers is not False and document.segments:
                 document = self._attribute_speakers(audio, document, n_samples)
-        return document
+        return replace(document, options=self._made_with(align))
+
+    def _made_with(self, align: bool) -> dict[str, object]:
+        """The options of this call (its language, context, speakers and aligner) as plain JSON."""
+        owner = self.owner
+        return replace(owner.options, language=self.language, context=self.options.context, speakers=owner.speakers,
+                       aligner=owner.options.aligner if align else None).to_dict()
 
     # -- pass 3: speakers (after the recognizer and the aligner are released) -----------------
 

@@ -1,6 +1,6 @@
 """What the server runs on each worker: a Transcriber whose models stay loaded.
 
-``load_shared`` loads what every worker shares read-only (the VAD) and makes sure the
+``load_shared`` loads what the live chunkers share read-only (the VAD) and makes sure the
 speaker encoder is in the cache (each request with speakers loads it for its speaker
 pass, as ``transcribe`` does); ``load_worker``
 runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
@@ -11,7 +11,6 @@ weights are memory-mapped, so this maps the same files again rather than copying
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, BinaryIO
 
 from onespeech.kernels.cancel import Cancel
@@ -53,9 +52,9 @@ class Backend:
     def load_worker(self) -> Transcriber:
         from onespeech.speech.transcribe import Transcriber
 
-        # the workers share the VAD loaded once by load_shared
-        options = replace(self.config.options, vad=self.vad) if self.vad is not None else self.config.options
-        transcriber = Transcriber(options=options, progress=False, keep_loaded=True)
+        # the options as configured (a document records them as the CLI's would); the transcriber loads
+        # its own copy of the small VAD for files over 30 s, the live chunkers share load_shared's
+        transcriber = Transcriber(options=self.config.options, progress=False, keep_loaded=True)
         try:
             recognizer = transcriber.recognizer()  # now, not at the first request
             transcriber.dispatcher()  # the aligner too: live finals are timed as they come
