@@ -31,10 +31,13 @@ if TYPE_CHECKING:
     from onespeech.align import Qwen3AlignerOptions
     from onespeech.qwen3 import Qwen3Options
 
-__all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "TranscribeOptions", "check_speakers"]
+__all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "RUN_ONLY", "TranscribeOptions", "check_speakers"]
 
 DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
 DEFAULT_ALIGNER = "Qwen/Qwen3-ForcedAligner-0.6B"
+
+# options that change no output: a Document and a batch record leave them out
+RUN_ONLY = frozenset({"threads"})
 
 VadSetting = SileroVad | str | os.PathLike[str] | None
 
@@ -159,6 +162,13 @@ class TranscribeOptions:
             None if self.vad is None else os.fspath(self.vad))
         data["vad_options"] = asdict(self.vad_options)
         return data
+
+    def record(self) -> dict[str, Any]:
+        """:meth:`to_dict` without the options that change no output (``RUN_ONLY``: threads).
+
+        What a Document and a batch record keep: two runs with the same record give the same outputs.
+        """
+        return {name: value for name, value in self.to_dict().items() if name not in RUN_ONLY}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TranscribeOptions:

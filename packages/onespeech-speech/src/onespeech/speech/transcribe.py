@@ -302,10 +302,10 @@ class _FileRun:
         return replace(document, options=self._made_with(align))
 
     def _made_with(self, align: bool) -> dict[str, object]:
-        """The options of this call (its language, context, speakers and aligner) as plain JSON."""
+        """The options of this call (its language, context, speakers and aligner) that decide the output."""
         owner = self.owner
         return replace(owner.options, language=self.language, context=self.options.context, speakers=owner.speakers,
-                       aligner=owner.options.aligner if align else None).to_dict()
+                       aligner=owner.options.aligner if align else None).record()
 
     # -- pass 3: speakers (after the recognizer and the aligner are released) -----------------
 

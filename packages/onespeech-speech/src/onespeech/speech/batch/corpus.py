@@ -39,9 +39,6 @@ from onespeech.speech.options import TranscribeOptions
 from onespeech.speech.output_paths import check_targets, prepare_output_dir
 from onespeech.speech.writers import parse_formats, write_outputs
 
-# options that change no output: left out of the record, so changing them skips nothing
-_RUN_ONLY = frozenset({"threads"})
-
 Progress = Callable[[str, float, float], None]
 
 
@@ -170,7 +167,7 @@ def _check_paths(output: Path, items: Sequence[CorpusItem], given: Sequence[Path
 
 
 def _record_options(options: TranscribeOptions, formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
-    key = {k: v for k, v in options.to_dict().items() if k not in _RUN_ONLY}
+    key = options.record()  # without threads: another thread count skips the files
     if item.language is not None:
         key["language"] = item.language
     if item.context is not None:
