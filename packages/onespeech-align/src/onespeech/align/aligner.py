@@ -30,7 +30,7 @@ import numpy as np
 from onespeech.features.mel import log_mel
 from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, ALIGNMENT_MAX_SECONDS, SAMPLE_RATE, validate_pcm
 from onespeech.kernels import ops
-from onespeech.kernels.cancel import Cancel, check_cancel
+from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.resolve import resolve
@@ -38,7 +38,7 @@ from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.config import ALIGNER_MODEL_TYPE, Qwen3Config, load_config
 from onespeech.qwen3.decoder import Qwen3Decoder
 from onespeech.qwen3.encoder import AudioEncoder
-from onespeech.qwen3.errors import ModelKindError, RecognitionCancelled, raise_if_cancelled
+from onespeech.qwen3.errors import ModelKindError, RecognitionCancelledError
 from onespeech.qwen3.load_options import options_from
 from onespeech.qwen3.runtime import RuntimeModel, load_model
 from onespeech.qwen3.transcript import Segment, Transcript, Word
@@ -301,7 +301,7 @@ class Qwen3ForcedAligner:
             try:
                 with thread_limit(self.options.threads):
                     return self._forward(pcm, units, cancel)
-            except RecognitionCancelled as exc:
+            except RecognitionCancelledError as exc:
                 raise AlignmentCancelledError("alignment was cancelled by the caller's signal") from exc
 
     # -- internals ------------------------------------------------------------------------
@@ -356,10 +356,7 @@ def _check_model_kind(directory: Path, config: Qwen3Config) -> None:
 
 
 def _check_cancel(cancel: Cancel) -> None:
-    try:
-        raise_if_cancelled(cancel)
-    except RecognitionCancelled as exc:
-        raise AlignmentCancelledError("alignment was cancelled by the caller's signal") from exc
+    raise_if_cancelled(cancel, "alignment", AlignmentCancelledError)
 
 
 def _checked_pcm(audio: np.ndarray) -> np.ndarray:

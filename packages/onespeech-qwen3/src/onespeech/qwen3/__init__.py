@@ -14,6 +14,7 @@ from onespeech.qwen3.errors import (
     MaxNewTokensError,
     ModelKindError,
     RecognitionCancelled,
+    RecognitionCancelledError,
     SafetensorsError,
     UnsupportedLanguageError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "Qwen3Options",
     "Qwen3Recognizer",
     "RecognitionCancelled",
+    "RecognitionCancelledError",
     "SafetensorsError",
     "Segment",
     "TimingMethod",

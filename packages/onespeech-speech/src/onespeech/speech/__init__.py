@@ -27,6 +27,7 @@ from onespeech.speech.errors import (  # noqa: E402
     SpeakerModelNotFoundError,
     TorchCheckpointError,
     TranscriptionCancelled,
+    TranscriptionCancelledError,
 )
 from onespeech.speech.options import TranscribeOptions  # noqa: E402
 from onespeech.speech.speakers import Turn, attribute_speakers, diarize  # noqa: E402
@@ -51,6 +52,7 @@ __all__ = [
     "TranscribeOptions",
     "Transcriber",
     "TranscriptionCancelled",
+    "TranscriptionCancelledError",
     "Turn",
     "Word",
     "attribute_speakers",

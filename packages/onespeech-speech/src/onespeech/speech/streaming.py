@@ -36,6 +36,7 @@ from onespeech.speech.document import Segment
 from onespeech.speech.errors import SessionFinishedError
 from onespeech.speech.live_chunks import LiveChunker
 from onespeech.speech.options import TranscribeOptions
+from onespeech.speech.progress import Progress, check_progress, progress_reporter
 from onespeech.speech.transcribe import TIMING_DISABLED
 
 _INT16_SCALE = 1.0 / 32768.0
@@ -141,6 +142,11 @@ class LiveSession:
         chunk), so the finals are exactly ``transcribe``'s segments, but a chunk
         closes only when the next region does not fit in it or the audio ends.
 
+    progress : None, False or callable
+        The progress protocol of ``transcribe``: a callable gets ``("recognize",
+        done_seconds, heard_seconds)`` after each final (None: a tqdm bar on a
+        terminal; False: none).
+
     Use as a context manager, or call ``close``. ``push`` and ``finish`` return
     ``Segment`` objects with source-clock times in seconds from the first sample.
     After ``finish`` the session refuses ``push`` until ``reset``. One call at a time:
@@ -154,10 +160,12 @@ class LiveSession:
         *,
         options: TranscribeOptions | None = None,
         chunking: str = "region",
+        progress: Progress = None,
         **changes: object,
     ) -> None:
         if chunking not in CHUNKING:
             raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
+        check_progress(progress)
         if options is None:
             changes.setdefault("aligner", None)  # a live session times words only when asked
         if model is not None:
@@ -181,6 +189,8 @@ class LiveSession:
             raise
         self.language = language
         self._chunking, self._vad_options = chunking, settings.vad_options
+        self._progress = progress
+        self._report = progress_reporter(False)  # a stream's own reporter starts with it (reset)
         self._closed = False
         # one caller at a time: blocks from several threads would interleave the resampler, the VAD
         # and the clock; a second caller waits for the first one's push to return
@@ -263,6 +273,8 @@ class LiveSession:
                 LiveChunker(self._vad, self._vad_options) if self._chunking == "region"
                 else AudioChunker(self._vad, self._vad_options))
             self._input = StreamResampler()
+            self._report.close()
+            self._report = progress_reporter(self._progress, "live")
             self._pending, self._ready, self._finished = [], [], False
 
     def close(self) -> None:
@@ -271,6 +283,7 @@ class LiveSession:
             if not self._closed:
                 self._closed = True
                 self._release()
+                self._report.close()
 
     def _release(self) -> None:
         self._recognizer.close()
@@ -297,6 +310,8 @@ class LiveSession:
                 segment = chunk_final(self._recognizer, self._dispatcher, self._pending[0], language=self.language,
                                       cancel=cancel)
                 del self._pending[0]
+                heard = self._chunker.n_samples / SAMPLE_RATE
+                self._report("recognize", min(segment.end, heard), heard)
                 if segment.text:
                     self._ready.append(segment)
         ready, self._ready = self._ready, []
@@ -329,6 +344,7 @@ def stream_file(
     options: TranscribeOptions | None = None,
     chunking: str = "file",
     cancel: Cancel = None,
+    progress: Progress = None,
     **changes: object,
 ) -> Iterator[Segment]:
     """File-segment streaming: yield each final as its chunk closes while the file is decoded.
@@ -342,11 +358,12 @@ def stream_file(
     word times) and ``chunking="file"``, so the finals are ``transcribe``'s segments
     (text, language, word times, timing), each yielded as soon as its chunk closes;
     unlike ``transcribe``, a chunk that reaches ``max_new_tokens`` is yielded with
-    ``finish="max_new_tokens"`` rather than raised.
+    ``finish="max_new_tokens"`` rather than raised. ``progress`` is ``LiveSession``'s.
     """
     check_cancel(cancel)
     settings = TranscribeOptions.build(options, **({"model": model} if model is not None else {}), **changes)
-    with AudioFileSource(source) as audio, LiveSession(options=settings, chunking=chunking) as session:
+    with AudioFileSource(source) as audio, LiveSession(options=settings, chunking=chunking,
+                                                          progress=progress) as session:
         for block in audio.blocks():
             yield from session.push(block, cancel=cancel)
         yield from session.finish(cancel=cancel)

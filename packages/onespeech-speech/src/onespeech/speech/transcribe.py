@@ -39,13 +39,13 @@ from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
 from onespeech.features import AudioFileSource, SileroVad
 from onespeech.features.pcm import SAMPLE_RATE
-from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
+from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk, untimed_reason
 from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment
-from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled
+from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelledError
 from onespeech.speech.options import DEFAULT_ALIGNER, DEFAULT_MODEL, TranscribeOptions
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
 
@@ -85,7 +85,7 @@ class Transcriber:
         ``(stage, done, total)`` in audio seconds for "decode", "recognize", "align", "speakers".
     cancel : threading.Event-like or None
         Once set, the transcription stops within one decoder step or one aligner
-        forward and raises TranscriptionCancelled.
+        forward and raises TranscriptionCancelledError.
     keep_loaded : bool
         Keep the recognizer (for the default context) and the aligner loaded between
         calls until ``close`` (a server worker, a session) instead of loading them for
@@ -147,7 +147,7 @@ class Transcriber:
         ChunkLimitError
             A chunk reached ``max_new_tokens``; names its time range, ``.partial`` holds
             the chunks before it.
-        TranscriptionCancelled
+        TranscriptionCancelledError
         ReplayMismatchError
             The timing replay planned other chunks than recognition did.
         PcmError, UnreadableAudioError, CorruptAudioError
@@ -172,10 +172,10 @@ class Transcriber:
         try:
             run = _FileRun(self, options, language, report, cancel)  # type: ignore[arg-type]
             return run.run(source, align=align)
-        except TranscriptionCancelled:
+        except TranscriptionCancelledError:
             raise
         except OperationCancelledError as error:
-            raise TranscriptionCancelled("transcription was cancelled by the caller's signal") from error
+            raise TranscriptionCancelledError("transcription was cancelled by the caller's signal") from error
         finally:
             report.close()
 
@@ -436,8 +436,7 @@ class _FileRun:
         return timed
 
     def _check_cancel(self) -> None:
-        if is_cancelled(self.cancel):
-            raise TranscriptionCancelled("transcription was cancelled by the caller's signal")
+        raise_if_cancelled(self.cancel, "transcription", TranscriptionCancelledError)
 
 
 def transcribe(

@@ -10,9 +10,8 @@ flight: everything recorded is complete, and a rerun redoes the rest.
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,8 @@ from onespeech.speech.document import Document
 from onespeech.speech.errors import OutputPathError
 from onespeech.speech.options import TranscribeOptions
 from onespeech.speech.output_paths import check_targets, prepare_output_dir
+from onespeech.speech.progress import Progress, check_progress, progress_reporter
 from onespeech.speech.writers import parse_formats, write_outputs
-
-Progress = Callable[[str, float, float], None]
 
 
 def transcribe_corpus(
@@ -52,7 +50,7 @@ def transcribe_corpus(
     ray_address: str | None = None,
     retry_failed: bool = False,
     overwrite_others: bool = False,
-    progress: bool | Progress | None = None,
+    progress: Progress = None,
     **changes: object,
 ) -> BatchReport:
     """Transcribe every audio file of ``inputs`` into ``output_dir``.
@@ -92,8 +90,9 @@ def transcribe_corpus(
         (same output name, other path and content). Without it such a batch is
         refused before any work with `OutputPathError` naming both inputs.
     progress : None, False or callable
-        None: a tqdm bar over audio hours on stderr when it is a terminal; False:
-        none; a callable gets ``("batch", done_seconds, total_seconds)``.
+        The progress protocol of ``transcribe``: None, a tqdm bar over the audio
+        seconds done on stderr when it is a terminal; False, none; a callable gets
+        ``("batch", done_seconds, total_seconds)`` as each file is finished.
 
     Returns
     -------
@@ -110,6 +109,7 @@ def transcribe_corpus(
         ``overwrite_others``) another input's finished outputs would be replaced.
     """
     formats = parse_formats(formats)
+    check_progress(progress)
     start = time.perf_counter()
     expansion = expand_inputs(list(inputs))
     output = prepare_output_dir(output_dir)
@@ -147,12 +147,18 @@ def transcribe_corpus(
             pool = LocalPool(count, worker_options)
         else:
             pool = RayPool(ray_address, workers, threads, worker_options)
-        with pool, _Bar(progress, sum(durations)) as bar:
-            for result in pool.run(tasks):
-                item, key = todo[result.index]
-                seconds = durations[result.index]
-                _finish(item, key, result, seconds, output, formats, report)
-                bar.advance(seconds)
+        total, done = sum(durations), 0.0
+        report_progress = progress_reporter(progress, "batch")
+        try:
+            with pool:
+                for result in pool.run(tasks):
+                    item, key = todo[result.index]
+                    seconds = durations[result.index]
+                    _finish(item, key, result, seconds, output, formats, report)
+                    done += seconds
+                    report_progress("batch", done, total)
+        finally:
+            report_progress.close()
     report.wall_seconds = time.perf_counter() - start
     return report
 
@@ -246,34 +252,3 @@ def _stamp_or_unknown(path: Path) -> InputStamp:
         return InputStamp.of(path)
     except OSError:
         return InputStamp(-1, -1, "")
-
-
-class _Bar:
-    """Progress over audio hours: a tqdm bar, a callback, or nothing."""
-
-    def __init__(self, progress: bool | Progress | None, total_seconds: float):
-        self._callback = progress if callable(progress) else None
-        self._total = total_seconds
-        self._done = 0.0
-        self._start = time.perf_counter()
-        self._bar: Any = None
-        if progress is None and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=round(total_seconds / 3600, 4), unit="h", desc="batch", file=sys.stderr)
-
-    def advance(self, seconds: float) -> None:
-        self._done += seconds
-        if self._callback is not None:
-            self._callback("batch", self._done, self._total)
-        if self._bar is not None:
-            wall_hours = (time.perf_counter() - self._start) / 3600
-            self._bar.set_postfix_str(f"{self._done / 3600 / wall_hours:.1f} audio h/h" if wall_hours else "")
-            self._bar.update(round(seconds / 3600, 4))
-
-    def __enter__(self) -> _Bar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.close()

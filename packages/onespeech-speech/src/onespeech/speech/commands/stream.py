@@ -64,7 +64,7 @@ def _run_session(args: argparse.Namespace, blocks: Generator[tuple[np.ndarray, i
     from onespeech.speech.streaming import LiveSession
 
     try:
-        session = LiveSession(options=options_from_args(args))
+        session = LiveSession(options=options_from_args(args), progress=False)  # the finals are the output
     except (TypeError, ValueError, OSError, ModelIntegrityError) as error:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
