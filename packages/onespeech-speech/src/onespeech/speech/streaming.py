@@ -144,8 +144,8 @@ class LiveSession:
 
     progress : None, False or callable
         The progress protocol of ``transcribe``: a callable gets ``("recognize",
-        done_seconds, heard_seconds)`` after each final (None: a tqdm bar on a
-        terminal; False: none).
+        done_seconds, heard_seconds)`` after each chunk and once more when ``finish``
+        returns (done = heard); None: a tqdm bar on a terminal; False: none.
 
     Use as a context manager, or call ``close``. ``push`` and ``finish`` return
     ``Segment`` objects with source-clock times in seconds from the first sample.
@@ -260,7 +260,10 @@ class LiveSession:
             if not self._finished:
                 self._pending += self._chunker.feed(self._input.flush()) + self._chunker.finish()
                 self._finished = True
-            return self._recognize(cancel)
+            finals = self._recognize(cancel)
+            heard = self._chunker.n_samples / SAMPLE_RATE
+            self._report("recognize", heard, heard)  # the stream is done: all it heard is recognized
+            return finals
 
     def reset(self) -> None:
         """Start a new stream (clock back to 0, any rate) with the same loaded models.
