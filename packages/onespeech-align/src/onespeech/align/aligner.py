@@ -29,7 +29,7 @@ import numpy as np
 
 from onespeech.features.mel import log_mel
 from onespeech.features.pcm import ALIGNMENT_MAX_SAMPLES, ALIGNMENT_MAX_SECONDS, SAMPLE_RATE, validate_pcm
-from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
+from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.resolve import resolve
@@ -38,7 +38,7 @@ from onespeech.qwen3 import (
     ModelKindError,
     Qwen3Backbone,
     Qwen3Config,
-    RecognitionCancelled,
+    RecognitionCancelledError,
     Segment,
     Transcript,
     Word,
@@ -305,7 +305,7 @@ class Qwen3ForcedAligner:
             try:
                 with thread_limit(self.options.threads):
                     return self._forward(pcm, units, cancel)
-            except RecognitionCancelled as exc:
+            except RecognitionCancelledError as exc:
                 raise AlignmentCancelledError("alignment was cancelled by the caller's signal") from exc
 
     # -- internals ------------------------------------------------------------------------
@@ -379,8 +379,7 @@ def _declared(value: int | None, name: str, directory: Path) -> int:
 
 
 def _check_cancel(cancel: Cancel) -> None:
-    if is_cancelled(cancel):
-        raise AlignmentCancelledError("alignment was cancelled by the caller's signal")
+    raise_if_cancelled(cancel, "alignment", AlignmentCancelledError)
 
 
 def _checked_pcm(audio: np.ndarray) -> np.ndarray:

@@ -46,14 +46,19 @@ def is_cancelled(cancel: Cancel) -> bool:
     return bool(cancel())  # type: ignore[operator]
 
 
-def raise_if_cancelled(cancel: Cancel, what: str = "the operation") -> None:
-    """Raise ``OperationCancelledError`` if the signal is set.
+def raise_if_cancelled(
+    cancel: Cancel, what: str = "the operation", error: type[OperationCancelledError] = OperationCancelledError
+) -> None:
+    """Raise ``error`` if the signal is set: the one cancel check of every layer.
 
     Parameters
     ----------
     cancel : threading.Event-like | callable | None
     what : str
-        Names the operation in the message (``"download"``, ``"conversion"``...).
+        Names the operation in the message (``"download"``, ``"recognition"``...).
+    error : subclass of OperationCancelledError
+        The layer's own cancel error (``RecognitionCancelledError``, ``AlignmentCancelledError``,
+        ``TranscriptionCancelledError``); every one shares the base ``OperationCancelledError``.
     """
     if is_cancelled(cancel):
-        raise OperationCancelledError(f"{what} was cancelled by the caller's signal")
+        raise error(f"{what} was cancelled by the caller's signal")

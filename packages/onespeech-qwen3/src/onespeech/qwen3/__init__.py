@@ -21,6 +21,7 @@ from onespeech.qwen3.errors import (
     MaxNewTokensError,
     ModelKindError,
     RecognitionCancelled,
+    RecognitionCancelledError,
     SafetensorsError,
     UnsupportedLanguageError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Qwen3Options",
     "Qwen3Recognizer",
     "RecognitionCancelled",
+    "RecognitionCancelledError",
     "RecognizedChunk",
     "SafetensorsError",
     "Segment",

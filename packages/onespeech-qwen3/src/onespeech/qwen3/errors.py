@@ -9,7 +9,8 @@ instead of returning truncated text; a cancelled call raises ``RecognitionCancel
 
 from __future__ import annotations
 
-from onespeech.kernels.cancel import Cancel, is_cancelled
+from onespeech.kernels.cancel import Cancel
+from onespeech.kernels.cancel import raise_if_cancelled as kernel_raise_if_cancelled
 from onespeech.kernels.errors import ModelIntegrityError, ModelKindError, OperationCancelledError
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "MaxNewTokensError",
     "ModelKindError",
     "RecognitionCancelled",
+    "RecognitionCancelledError",
     "SafetensorsError",
     "UnsupportedLanguageError",
     "raise_if_cancelled",
@@ -37,8 +39,11 @@ class MaxNewTokensError(RuntimeError):
     """Generation reached max_new_tokens without the model ending its answer."""
 
 
-class RecognitionCancelled(OperationCancelledError):
+class RecognitionCancelledError(OperationCancelledError):
     """The caller's cancellation signal was set while recognition ran."""
+
+
+RecognitionCancelled = RecognitionCancelledError  # the name before the *CancelledError style; kept for imports
 
 
 class ConfigError(ValueError):
@@ -58,12 +63,11 @@ class ConversionError(ModelIntegrityError, ValueError):
 
 
 def raise_if_cancelled(cancel: Cancel) -> None:
-    """Raise ``RecognitionCancelled`` if the signal is set (the model stages' check).
+    """Raise ``RecognitionCancelledError`` if the signal is set (the model stages' check).
 
     Parameters
     ----------
     cancel : threading.Event-like | callable | None
         An object with ``is_set()``, or a callable returning True once cancelled.
     """
-    if is_cancelled(cancel):
-        raise RecognitionCancelled("recognition was cancelled by the caller's signal")
+    kernel_raise_if_cancelled(cancel, "recognition", RecognitionCancelledError)

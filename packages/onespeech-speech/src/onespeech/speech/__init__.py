@@ -5,6 +5,7 @@
 >>> document.text, document.segments[0].words[0].start
 
 - :func:`transcribe` / :class:`Transcriber` (``transcribe.py``): the file path.
+- :class:`TranscribeOptions` (``options.py``): every transcription option, checked once.
 - :class:`Document` and its parts (``document.py``), JSON round trip.
 - writers (``writers.py``): txt, srt, vtt, tsv, json.
 - errors (``errors.py``): every public exception of onespeech.speech (the server's HTTP errors: ``server/errors.py``).
@@ -26,7 +27,9 @@ from onespeech.speech.errors import (  # noqa: E402
     SpeakerModelNotFoundError,
     TorchCheckpointError,
     TranscriptionCancelled,
+    TranscriptionCancelledError,
 )
+from onespeech.speech.options import TranscribeOptions  # noqa: E402
 from onespeech.speech.speakers import Turn, attribute_speakers, diarize  # noqa: E402
 from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, Transcriber, transcribe  # noqa: E402
 
@@ -46,8 +49,10 @@ __all__ = [
     "SpeakerModelNotFoundError",
     "Speaker",
     "TorchCheckpointError",
+    "TranscribeOptions",
     "Transcriber",
     "TranscriptionCancelled",
+    "TranscriptionCancelledError",
     "Turn",
     "Word",
     "attribute_speakers",

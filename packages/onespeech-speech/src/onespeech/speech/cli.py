@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from onespeech.speech import __version__
+from onespeech.speech import __version__, flags
+from onespeech.speech.flags import NumberOption, model_or_none, speakers_type
+
+if TYPE_CHECKING:
+    from onespeech.speech.options import TranscribeOptions
 
 __all__ = [
     "COMMANDS",
     "NumberOption",
     "add_model_options",
+    "add_option_flags",
     "add_speaker_options",
     "build_parser",
     "main",
+    "options_from_args",
+    "progress_from_args",
     "transcriber_options",
 ]
 
@@ -63,32 +70,22 @@ def add_model_options(
     aligner: str | None = None,
     speakers: bool | None = None,
 ) -> None:
-    """The model options shared by every command that transcribes.
+    """The options shared by every command that transcribes.
 
-    -m/--model, -l/--language, --aligner, --threads, --precision, --context,
-    --max-new-tokens, -f/--format, -o/--output-dir, -q/--quiet, and --speakers and
-    --max-pause (:func:`add_speaker_options`). Turn the parsed values into
-    ``Transcriber`` keywords with :func:`transcriber_options`. ``outputs=False``
-    leaves out -f and -o (commands that write no files, such as ``stream`` and
-    ``serve``); ``speakers`` adds the speaker options (default: as ``outputs``, the
-    commands that transcribe files); ``aligner`` is the default of --aligner (None:
-    the default aligner; "none" for commands that time no words unless asked).
+    One flag per field of :class:`onespeech.speech.options.TranscribeOptions` that
+    declares one (-m/--model, -l/--language, --aligner, --threads, --precision,
+    --context, --max-new-tokens, --vad; and --speakers and --max-pause, see
+    :func:`add_speaker_options`), then -f/--format, -o/--output-dir and -q/--quiet.
+    Turn the parsed values into options with :func:`options_from_args`.
+    ``outputs=False`` leaves out -f and -o (commands that write no files, such as
+    ``stream`` and ``serve``); ``speakers`` adds the speaker options (default: as
+    ``outputs``, the commands that transcribe files); ``aligner`` is the default of
+    --aligner (None: the default aligner; "none" for commands that time no words
+    unless asked).
     """
-    from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL
     from onespeech.speech.writers import FORMATS
 
-    parser.add_argument("-m", "--model", default=DEFAULT_MODEL,
-                        help=f"catalog id or local model directory (default {DEFAULT_MODEL}; downloaded on first use)")
-    parser.add_argument("-l", "--language", default=None,
-                        help="force a language (tag such as en, de, zh); default: identified per chunk")
-    aligner = aligner or DEFAULT_ALIGNER
-    parser.add_argument("--aligner", default=aligner,
-                        help=f"forced aligner id or directory for word times, or 'none' (default {aligner})")
-    parser.add_argument("--threads", type=threads_option, default=None, help="CPU threads (default: all available)")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="weights (default fp32)")
-    parser.add_argument("--context", default=None, help="biasing context text for the recognizer")
-    parser.add_argument("--max-new-tokens", type=max_new_tokens_option, default=512,
-                        help="token budget per chunk, 1..4096 (default 512)")
+    add_option_flags(parser, "model", aligner=aligner)
     if outputs:
         parser.add_argument("-f", "--format", default="txt",
                             help=f"output formats, comma-separated: {','.join(FORMATS)} or all (default txt)")
@@ -100,95 +97,74 @@ def add_model_options(
 
 def add_speaker_options(parser: argparse.ArgumentParser, *, off: bool = True) -> None:
     """--speakers auto|N|off and --max-pause SECONDS (``off=False``: no "off", as for ``diarize``)."""
+    from onespeech.speech.flags import Flag
     from onespeech.speech.speakers.diarize import MAX_SPEAKERS
-    from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE
 
-    choices = f"auto, a count 1..{MAX_SPEAKERS}{' or off' if off else ''}"
-    parser.add_argument("--speakers", type=_speakers_type(off), default="auto", metavar="auto|N" + ("|off" if off else ""),
-                        help=f"who speaks: {choices} (default auto: the count is found)")
-    parser.add_argument("--max-pause", type=max_pause_option, default=DEFAULT_MAX_PAUSE, metavar="SECONDS",
-                        help="a speaker's pauses up to this long stay in their turn; longer ones end it "
-                             f"(default {DEFAULT_MAX_PAUSE:g})")
+    if off:
+        add_option_flags(parser, "speakers")
+        return
+    add_option_flags(parser, "speakers", flags={"speakers": Flag(
+        ("--speakers",), f"who speaks: auto or a count 1..{MAX_SPEAKERS} (default auto: the count is found)",
+        type=speakers_type(off=False), metavar="auto|N", group="speakers")})
+
+
+def add_option_flags(
+    parser: argparse.ArgumentParser, group: str, *, flags: dict | None = None, **defaults: object
+) -> None:
+    """A flag for each TranscribeOptions field of ``group`` ("model" or "speakers").
+
+    ``flags`` replaces a field's :class:`~onespeech.speech.flags.Flag`; ``defaults``
+    replaces a field's default (None: the field's own).
+    """
+    from dataclasses import MISSING, fields
+
+    from onespeech.speech.options import TranscribeOptions
+
+    for spec in fields(TranscribeOptions):
+        flag = (flags or {}).get(spec.name) or spec.metadata.get("flag")
+        if flag is None or flag.group != group:
+            continue
+        default = defaults.get(spec.name)
+        if default is None:
+            default = spec.default if spec.default is not MISSING else None
+        extra = {k: v for k, v in (("type", flag.type), ("metavar", flag.metavar), ("choices", flag.choices))
+                 if v is not None}
+        parser.add_argument(*flag.names, dest=spec.name, default=default, help=flag.help.format(default=default),
+                            **extra)
 
 
 def transcriber_options(args: argparse.Namespace) -> dict:
-    """``Transcriber`` keywords from options added by :func:`add_model_options`."""
-    aligner = None if str(args.aligner).lower() == "none" else args.aligner
-    options = {
-        "model": args.model, "language": args.language, "aligner": aligner, "context": args.context,
-        "precision": args.precision, "threads": args.threads, "max_new_tokens": args.max_new_tokens,
-        "progress": False if args.quiet else None,
-    }
-    if hasattr(args, "speakers"):
-        options.update(speakers=args.speakers, max_pause=args.max_pause)
+    """The TranscribeOptions fields that the parsed ``args`` carry (from :func:`add_option_flags`)."""
+    from dataclasses import fields
+
+    from onespeech.speech.options import TranscribeOptions
+
+    options = {spec.name: getattr(args, spec.name) for spec in fields(TranscribeOptions)
+               if "flag" in spec.metadata and hasattr(args, spec.name)}
+    if isinstance(options.get("aligner"), str):
+        options["aligner"] = model_or_none(options["aligner"])  # a default given as text: "none"
     return options
 
 
-def _speakers_type(off: bool):  # noqa: ANN202 - an argparse type
-    from onespeech.speech.speakers.diarize import MAX_SPEAKERS
+def options_from_args(args: argparse.Namespace) -> TranscribeOptions:
+    """The TranscribeOptions of a parsed command line (ValueError/TypeError: a value it refuses)."""
+    from onespeech.speech.options import TranscribeOptions
 
-    allowed = f"'auto', a number of speakers from 1 to {MAX_SPEAKERS}" + (" or 'off'" if off else "")
-
-    def parse(text: str) -> str | int | bool:
-        word = text.strip().lower()
-        if word == "auto":
-            return "auto"
-        if off and word == "off":
-            return False
-        try:
-            count = int(word)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: use {allowed}") from None
-        if not 1 <= count <= MAX_SPEAKERS:
-            raise argparse.ArgumentTypeError(f"{count}: use {allowed}")
-        return count
-
-    return parse
+    return TranscribeOptions(**transcriber_options(args))
 
 
-class NumberOption:
-    """An argparse ``type`` for a numeric option: a finite number from ``low`` to ``high``.
-
-    Every numeric option of every verb uses one of these, so ``inf``, ``nan``, ``-5``,
-    ``0`` or ``1e-9`` meet the same one-line usage error naming what is allowed
-    (``argument --max-upload-mb: 'inf' is not allowed; give a number from 0.01 to 2048 (MiB)``)
-    instead of a traceback or a nonsense limit.
-    """
-
-    def __init__(self, low: float, high: float, *, whole: bool = False, unit: str = "") -> None:
-        self.low, self.high, self.whole, self.unit = low, high, whole, unit
-        self.__name__ = "whole number" if whole else "number"  # argparse names the type in its messages
-
-    def allowed(self) -> str:
-        unit = f" ({self.unit})" if self.unit else ""
-        if self.whole:
-            return f"a whole number from {int(self.low)} to {int(self.high)}{unit}"
-        return f"a number from {self.low:g} to {self.high:g}{unit}"
-
-    def __call__(self, text: str) -> float:
-        value = self._parse(text.strip())
-        if value is None or not self.low <= value <= self.high:
-            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give {self.allowed()}")
-        return value
-
-    def _parse(self, text: str) -> float | None:
-        if not text.isascii() or "_" in text or len(text) > 40:  # Python also reads other digits and 1_000
-            return None
-        if self.whole:
-            return int(text) if text.lstrip("+-").isdigit() else None
-        try:
-            value = float(text)
-        except ValueError:
-            return None
-        return value if math.isfinite(value) else None
+def progress_from_args(args: argparse.Namespace) -> bool | None:
+    """-q/--quiet: no progress (False); otherwise bars when stderr is a terminal (None)."""
+    return False if args.quiet else None
 
 
-MAX_WHOLE = 2**31 - 1
-_positive_int = NumberOption(1, MAX_WHOLE, whole=True)  # any count with no tighter bound of its own
-threads_option = NumberOption(1, 1024, whole=True, unit="threads")
-max_new_tokens_option = NumberOption(1, 4096, whole=True, unit="tokens per chunk")
-workers_option = NumberOption(1, 1024, whole=True, unit="workers")
-max_pause_option = NumberOption(0, 3600, unit="seconds")
+# re-exported: the flag types every command uses (defined below the options type, in flags.py)
+MAX_WHOLE = flags.MAX_WHOLE
+_positive_int = flags.positive_int
+threads_option = flags.threads_option
+max_new_tokens_option = flags.max_new_tokens_option
+workers_option = flags.workers_option
+max_pause_option = flags.max_pause_option
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -117,6 +117,13 @@ class Document:
     model, aligner : ModelInfo | None
         The recognizer and the aligner used (``aligner`` None when timing was off).
     speakers : list of Speaker
+    options : dict or None
+        The :class:`~onespeech.speech.options.TranscribeOptions` the document was made
+        with, as plain JSON (``TranscribeOptions.record``: every option but threads,
+        with this call's language, context and speakers; ``aligner`` None when timing
+        was off); None in documents written before it was kept or assembled by hand.
+        ``TranscribeOptions.from_dict(document.options)`` rebuilds them. Not compared
+        by ``==``: it says how a document was made, not what it holds.
     """
 
     text: str
@@ -128,6 +135,8 @@ class Document:
     model: ModelInfo | None
     aligner: ModelInfo | None
     speakers: list[Speaker] = field(default_factory=list)
+    # provenance, not content: documents with the same content are equal however they were made
+    options: dict[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
     def from_segments(

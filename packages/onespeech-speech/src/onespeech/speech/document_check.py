@@ -152,6 +152,10 @@ def check_document(document: Document) -> None:
             _text(info.id_or_path, f"{name}.id_or_path")
             _text(info.revision, f"{name}.revision", optional=True)
             _text(info.precision, f"{name}.precision")
+    if document.options is not None:
+        _instance(document.options, dict, "options")
+        for key in document.options:
+            _text(key, "options (a key)")
     _list(document.speakers, "speakers")
     for i, speaker in enumerate(document.speakers):
         _instance(speaker, Speaker, f"speakers[{i}]")

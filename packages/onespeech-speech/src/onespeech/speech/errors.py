@@ -40,11 +40,15 @@ __all__ = [
     "SpeakerModelNotFoundError",
     "TorchCheckpointError",
     "TranscriptionCancelled",
+    "TranscriptionCancelledError",
 ]
 
 
-class TranscriptionCancelled(OperationCancelledError):
+class TranscriptionCancelledError(OperationCancelledError):
     """The caller's cancel signal was set; the temporary spool and the models are released."""
+
+
+TranscriptionCancelled = TranscriptionCancelledError  # the name before the *CancelledError style; kept for imports
 
 
 class ChunkLimitError(MaxNewTokensError):

@@ -1,8 +1,10 @@
-"""Progress reporting of file transcription: ``(stage, done, total)`` in audio seconds.
+"""The one progress protocol: ``progress(stage, done_seconds, total_seconds)`` in audio seconds.
 
-``progress`` as the callers pass it: None draws tqdm bars on stderr when stderr is a
-terminal (nothing otherwise), False reports nothing, a callable receives every event.
-Stages are "decode", "recognize", "align" and "speakers".
+``progress`` as every caller takes it (``transcribe``, ``Transcriber``, ``diarize``,
+``transcribe_corpus``): None draws tqdm bars on stderr when stderr is a terminal
+(nothing otherwise), False reports nothing, a callable receives every event; anything
+else is a TypeError. Stages are "decode", "recognize", "align" and "speakers" (a file;
+``diarize`` reports "speakers" too) and "batch" (the files of a corpus).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ ProgressCallback = Callable[[str, float, float], None]
 Progress = ProgressCallback | bool | None
 
 #: The stages progress is reported for, in order.
-STAGES = ("decode", "recognize", "align", "speakers")
+STAGES = ("decode", "recognize", "align", "speakers", "batch")
 
 __all__ = ["STAGES", "Progress", "ProgressCallback", "progress_reporter"]
 

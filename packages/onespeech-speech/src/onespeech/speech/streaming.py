@@ -23,20 +23,21 @@ from typing import BinaryIO
 import numpy as np
 import soxr
 
-from onespeech.align import Qwen3AlignerOptions, default_dispatcher
+from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import AudioFileSource, SileroVad, VadOptions
+from onespeech.features import AudioFileSource, SileroVad
 from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE, check_float_samples, check_sample_rate
 from onespeech.kernels.cancel import Cancel, check_cancel
-from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk
 from onespeech.speech.document import Segment
 from onespeech.speech.errors import SessionFinishedError
 from onespeech.speech.live_chunks import LiveChunker
-from onespeech.speech.transcribe import DEFAULT_ALIGNER, DEFAULT_MODEL, TIMING_DISABLED
+from onespeech.speech.options import TranscribeOptions
+from onespeech.speech.progress import Progress, check_progress, progress_reporter
+from onespeech.speech.transcribe import TIMING_DISABLED
 
 _INT16_SCALE = 1.0 / 32768.0
 CHUNKING = ("region", "file")
@@ -123,29 +124,28 @@ class LiveSession:
 
     Parameters
     ----------
-    model : str or PathLike
-        Catalog id or model directory of the recognizer (loaded now, kept until ``close``).
-    language : str, optional
-        Forces the language of every final; None lets the model identify it per chunk.
-    aligner : str, PathLike or None
-        The forced aligner (catalog id or directory) that times each final's words,
-        exactly as ``transcribe`` times its segments (the same timing dispatcher and
-        per-language rule; a final in a language no stage supports keeps None times and
-        says why in ``timing``). It is loaded now and held with the recognizer for the
-        whole session. None (default): finals without word times
-        (``timing="aligner disabled"``), and only the recognizer in memory.
-    context, precision, threads, max_new_tokens
-        As for ``transcribe``.
-    vad : SileroVad or path, optional
-        The voice activity detector (default: the catalog's Silero VAD).
-    vad_options : VadOptions, optional
-        Segmentation settings (default: the file path's).
+    model : str or PathLike, optional
+        Sugar for ``options.model``: the recognizer (loaded now, kept until ``close``).
+    options : TranscribeOptions, optional
+        As for ``transcribe``; keyword arguments naming its fields change it. Without
+        ``options``, ``aligner`` defaults to None here (finals without word times,
+        ``timing="aligner disabled"``, and only the recognizer in memory). With an
+        aligner, each final's words are timed exactly as ``transcribe`` times its
+        segments (the same timing dispatcher and per-language rule; a final in a
+        language no stage supports keeps None times and says why in ``timing``); it is
+        loaded now and held with the recognizer for the whole session. ``speakers``
+        and ``max_pause`` do not apply: finals carry no speakers.
     chunking : {"region", "file"}
         "region" (default): each VAD speech region is a chunk, recognized as soon as
         it closes (regions over 30 s are cut at their quietest point). "file": the
         file path's chunks (regions grouped up to 30 s, audio of at most 30 s as one
         chunk), so the finals are exactly ``transcribe``'s segments, but a chunk
         closes only when the next region does not fit in it or the audio ends.
+
+    progress : None, False or callable
+        The progress protocol of ``transcribe``: a callable gets ``("recognize",
+        done_seconds, heard_seconds)`` after each chunk and once more when ``finish``
+        returns (done = heard); None: a tqdm bar on a terminal; False: none.
 
     Use as a context manager, or call ``close``. ``push`` and ``finish`` return
     ``Segment`` objects with source-clock times in seconds from the first sample.
@@ -156,32 +156,30 @@ class LiveSession:
 
     def __init__(
         self,
-        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        model: str | os.PathLike[str] | None = None,
         *,
-        language: str | None = None,
-        aligner: str | os.PathLike[str] | None = None,
-        context: str | None = None,
-        precision: str = "fp32",
-        threads: int | None = None,
-        max_new_tokens: int = 512,
-        vad: SileroVad | str | os.PathLike[str] | None = None,
-        vad_options: VadOptions | None = None,
+        options: TranscribeOptions | None = None,
         chunking: str = "region",
+        progress: Progress = None,
+        **changes: object,
     ) -> None:
-        from onespeech.qwen3 import Qwen3Options
-
         if chunking not in CHUNKING:
             raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
-        options = Qwen3Options(context=context, precision=Precision.parse(precision), threads=threads,
-                               max_new_tokens=max_new_tokens)
+        check_progress(progress)
+        if options is None:
+            changes.setdefault("aligner", None)  # a live session times words only when asked
+        if model is not None:
+            changes["model"] = model
+        self.options = settings = TranscribeOptions.build(options, **changes)
+        language, aligner, threads, vad = settings.language, settings.aligner, settings.threads, settings.vad
         self._vad = load_vad(vad)
         self._dispatcher: TimingDispatcher | None = None
-        self._recognizer = Qwen3Recognizer.load(model, options)
+        self._recognizer = Qwen3Recognizer.load(settings.model, settings.recognizer_options())
         try:
             self._recognizer.languages.resolve(language)  # an unsupported tag fails now, not at the first final
             if aligner is not None:
                 self._dispatcher = default_dispatcher(
-                    os.fspath(aligner), Qwen3AlignerOptions(precision=options.precision, threads=threads))
+                    aligner, settings.aligner_options())
                 # one pass: the timing stage is loaded now and held, so no final waits for a model load
                 # (a forced language that no stage can time loads nothing)
                 with thread_limit(threads):
@@ -190,7 +188,9 @@ class LiveSession:
             self._release()
             raise
         self.language = language
-        self._chunking, self._vad_options = chunking, vad_options
+        self._chunking, self._vad_options = chunking, settings.vad_options
+        self._progress = progress
+        self._report = progress_reporter(False)  # a stream's own reporter starts with it (reset)
         self._closed = False
         # one caller at a time: blocks from several threads would interleave the resampler, the VAD
         # and the clock; a second caller waits for the first one's push to return
@@ -260,7 +260,10 @@ class LiveSession:
             if not self._finished:
                 self._pending += self._chunker.feed(self._input.flush()) + self._chunker.finish()
                 self._finished = True
-            return self._recognize(cancel)
+            finals = self._recognize(cancel)
+            heard = self._chunker.n_samples / SAMPLE_RATE
+            self._report("recognize", heard, heard)  # the stream is done: all it heard is recognized
+            return finals
 
     def reset(self) -> None:
         """Start a new stream (clock back to 0, any rate) with the same loaded models.
@@ -273,6 +276,8 @@ class LiveSession:
                 LiveChunker(self._vad, self._vad_options) if self._chunking == "region"
                 else AudioChunker(self._vad, self._vad_options))
             self._input = StreamResampler()
+            self._report.close()
+            self._report = progress_reporter(self._progress, "live")
             self._pending, self._ready, self._finished = [], [], False
 
     def close(self) -> None:
@@ -281,6 +286,7 @@ class LiveSession:
             if not self._closed:
                 self._closed = True
                 self._release()
+                self._report.close()
 
     def _release(self) -> None:
         self._recognizer.close()
@@ -307,6 +313,8 @@ class LiveSession:
                 segment = chunk_final(self._recognizer, self._dispatcher, self._pending[0], language=self.language,
                                       cancel=cancel)
                 del self._pending[0]
+                heard = self._chunker.n_samples / SAMPLE_RATE
+                self._report("recognize", min(segment.end, heard), heard)
                 if segment.text:
                     self._ready.append(segment)
         ready, self._ready = self._ready, []
@@ -334,18 +342,13 @@ def chunk_final(
 
 def stream_file(
     source: str | os.PathLike[str] | BinaryIO,
-    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    model: str | os.PathLike[str] | None = None,
     *,
-    language: str | None = None,
-    aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
-    context: str | None = None,
-    precision: str = "fp32",
-    threads: int | None = None,
-    max_new_tokens: int = 512,
-    vad: SileroVad | str | os.PathLike[str] | None = None,
-    vad_options: VadOptions | None = None,
+    options: TranscribeOptions | None = None,
     chunking: str = "file",
     cancel: Cancel = None,
+    progress: Progress = None,
+    **changes: object,
 ) -> Iterator[Segment]:
     """File-segment streaming: yield each final as its chunk closes while the file is decoded.
 
@@ -353,18 +356,17 @@ def stream_file(
     models (the recognizer and, with an aligner, the timing stage) are loaded before
     the first block, held together, and released when the iterator ends or is closed.
     Same finals as a ``LiveSession`` with the same options fed the decoded audio. The
-    defaults are ``transcribe``'s: ``aligner`` is Qwen3-ForcedAligner-0.6B (None: no
+    options (``options`` and keyword arguments naming its fields) and their defaults
+    are ``transcribe``'s: ``aligner`` is Qwen3-ForcedAligner-0.6B (None: no
     word times) and ``chunking="file"``, so the finals are ``transcribe``'s segments
     (text, language, word times, timing), each yielded as soon as its chunk closes;
     unlike ``transcribe``, a chunk that reaches ``max_new_tokens`` is yielded with
-    ``finish="max_new_tokens"`` rather than raised.
+    ``finish="max_new_tokens"`` rather than raised. ``progress`` is ``LiveSession``'s.
     """
     check_cancel(cancel)
-    with AudioFileSource(source) as audio, LiveSession(
-        model, language=language, aligner=aligner, context=context, precision=precision, threads=threads,
-        max_new_tokens=max_new_tokens, vad=vad, vad_options=vad_options,
-        chunking=chunking,
-    ) as session:
+    settings = TranscribeOptions.build(options, **({"model": model} if model is not None else {}), **changes)
+    with AudioFileSource(source) as audio, LiveSession(options=settings, chunking=chunking,
+                                                          progress=progress) as session:
         for block in audio.blocks():
             yield from session.push(block, cancel=cancel)
         yield from session.finish(cancel=cancel)

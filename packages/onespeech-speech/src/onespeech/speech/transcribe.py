@@ -35,28 +35,21 @@ from typing import BinaryIO, cast
 
 import numpy as np
 
-from onespeech.align import Qwen3AlignerOptions, default_dispatcher
+from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import AudioFileSource, SileroVad, VadOptions
+from onespeech.features import AudioFileSource, SileroVad
 from onespeech.features.pcm import SAMPLE_RATE
-from onespeech.kernels.cancel import Cancel, check_cancel, is_cancelled
+from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.errors import OperationCancelledError
-from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
 from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk, untimed_reason
 from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment
-from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelled
+from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelledError
+from onespeech.speech.options import DEFAULT_ALIGNER, DEFAULT_MODEL, TranscribeOptions
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
-from onespeech.speech.speakers.diarize import MAX_SPEAKERS
-from onespeech.speech.speakers.turns import DEFAULT_MAX_PAUSE, check_max_pause
 
-__all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "Transcriber", "recognize_chunk", "transcribe"]
-
-#: The recognizer used when no model is given.
-DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
-#: The forced aligner used when no aligner is given.
-DEFAULT_ALIGNER = "Qwen/Qwen3-ForcedAligner-0.6B"
+__all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "TranscribeOptions", "Transcriber", "recognize_chunk", "transcribe"]
 
 # timing reasons written into Segment.timing when no stage timed the words
 TIMING_DISABLED = "aligner disabled"
@@ -80,39 +73,19 @@ class Transcriber:
 
     Parameters
     ----------
-    model : str or PathLike
-        A catalog id (fetched on first use, verified, converted and cached) or a local
-        directory (publisher files or runtime files). Default Qwen/Qwen3-ASR-0.6B.
-    language : str | None
-        A tag ("en") or name forcing the language of every chunk; None lets the model
-        identify the language of each chunk.
-    aligner : str, PathLike or None
-        The forced aligner (catalog id or directory); None skips word timing.
-    context : str | None
-        Biasing context for the recognizer.
-    precision : "fp32" | "bf16"
-    threads : int | None
-    max_new_tokens : int
-        Token budget per chunk (1..4096); a chunk that reaches it raises ChunkLimitError.
+    model : str or PathLike, optional
+        Sugar for ``options.model`` (a catalog id or a local directory).
+    options : TranscribeOptions, optional
+        Every transcription option (:class:`onespeech.speech.options.TranscribeOptions`:
+        model, language, aligner, context, precision, threads, max_new_tokens, speakers,
+        max_pause, vad, vad_options, catalog_dir); keyword arguments naming its fields
+        change it, and an unknown keyword is a TypeError.
     progress : None, False or callable
         None: tqdm bars on stderr when it is a terminal; False: none; a callable gets
         ``(stage, done, total)`` in audio seconds for "decode", "recognize", "align", "speakers".
     cancel : threading.Event-like or None
         Once set, the transcription stops within one decoder step or one aligner
-        forward and raises TranscriptionCancelled.
-    speakers : "auto", int or False
-        Speaker attribution after recognition and timing, once both models are released
-        ("auto": the count is found; an int: that many speakers; False: skipped). The
-        speaker encoder (Resemblyzer, catalog entry ``resemblyzer``) is fetched on first
-        use; see docs/speakers.md.
-    max_pause : float
-        Seconds: a speaker's pauses up to this long belong to their turn (default 2.0);
-        a longer pause, or another speaker, ends the turn.
-    vad : SileroVad, path or None
-        The VAD for audio over 30 s; None loads the default Silero VAD when needed.
-    vad_options : VadOptions, optional
-    catalog_dir : path, optional
-        A directory of catalog files used instead of the shipped catalog to resolve ids.
+        forward and raises TranscriptionCancelledError.
     keep_loaded : bool
         Keep the recognizer (for the default context) and the aligner loaded between
         calls until ``close`` (a server worker, a session) instead of loading them for
@@ -123,41 +96,31 @@ class Transcriber:
 
     def __init__(
         self,
-        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        model: str | os.PathLike[str] | None = None,
         *,
-        language: str | None = None,
-        aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
-        context: str | None = None,
-        precision: Precision | str = "fp32",
-        threads: int | None = None,
-        max_new_tokens: int = 512,
+        options: TranscribeOptions | None = None,
         progress: Progress = None,
         cancel: Cancel = None,
-        speakers: str | int | bool = "auto",
-        vad: SileroVad | str | os.PathLike[str] | None = None,
-        vad_options: VadOptions | None = None,
-        catalog_dir: str | os.PathLike[str] | None = None,
         keep_loaded: bool = False,
-        max_pause: float = DEFAULT_MAX_PAUSE,
+        **changes: object,
     ) -> None:
-        self.recognizer_options = Qwen3Options(context=context, precision=Precision.parse(precision),
-                                               threads=threads, max_new_tokens=max_new_tokens)
-        self.aligner_options = Qwen3AlignerOptions(precision=Precision.parse(precision), threads=threads)
-        if language is not None and not isinstance(language, str):
-            raise TypeError(f"language must be a string or None, not {type(language).__name__}")
+        if model is not None:
+            changes["model"] = model
+        self.options = options = TranscribeOptions.build(options, **changes)
+        self.recognizer_options = options.recognizer_options()
+        self.aligner_options = options.aligner_options()
         check_progress(progress)
         check_cancel(cancel)
-        _check_speakers(speakers)
-        self.max_pause = check_max_pause(max_pause)
-        self.language = language
+        self.max_pause = options.max_pause
+        self.language = options.language
         self.progress = progress
         self.cancel = cancel
-        self.speakers = speakers
-        self.vad_options = vad_options or VadOptions()
-        self._model = _Model(os.fspath(model), "asr")
-        self._aligner = _Model(os.fspath(aligner), "aligner") if aligner is not None else None
-        self._vad = vad
-        self._catalog_dir = catalog_dir
+        self.speakers = options.speakers
+        self.vad_options = options.vad_options
+        self._model = _Model(options.model, "asr")
+        self._aligner = _Model(options.aligner, "aligner") if options.aligner is not None else None
+        self._vad = options.vad
+        self._catalog_dir = options.catalog_dir
         self._closed = False
         self.keep_loaded = keep_loaded
         self._held_recognizer: Qwen3Recognizer | None = None
@@ -184,7 +147,7 @@ class Transcriber:
         ChunkLimitError
             A chunk reached ``max_new_tokens``; names its time range, ``.partial`` holds
             the chunks before it.
-        TranscriptionCancelled
+        TranscriptionCancelledError
         ReplayMismatchError
             The timing replay planned other chunks than recognition did.
         PcmError, UnreadableAudioError, CorruptAudioError
@@ -209,10 +172,10 @@ class Transcriber:
         try:
             run = _FileRun(self, options, language, report, cancel)  # type: ignore[arg-type]
             return run.run(source, align=align)
-        except TranscriptionCancelled:
+        except TranscriptionCancelledError:
             raise
         except OperationCancelledError as error:
-            raise TranscriptionCancelled("transcription was cancelled by the caller's signal") from error
+            raise TranscriptionCancelledError("transcription was cancelled by the caller's signal") from error
         finally:
             report.close()
 
@@ -334,7 +297,13 @@ class _FileRun:
                                               aligner_info)
             if owner.speakers is not False and document.segments:
                 document = self._attribute_speakers(audio, document, n_samples)
-        return document
+        return replace(document, options=self._made_with(align))
+
+    def _made_with(self, align: bool) -> dict[str, object]:
+        """The options of this call (its language, context, speakers and aligner) that decide the output."""
+        owner = self.owner
+        return replace(owner.options, language=self.language, context=self.options.context, speakers=owner.speakers,
+                       aligner=owner.options.aligner if align else None).record()
 
     # -- pass 3: speakers (after the recognizer and the aligner are released) -----------------
 
@@ -461,45 +430,25 @@ class _FileRun:
         return timed
 
     def _check_cancel(self) -> None:
-        if is_cancelled(self.cancel):
-            raise TranscriptionCancelled("transcription was cancelled by the caller's signal")
-
-
-def _check_speakers(speakers: object) -> None:
-    if speakers == "auto" or speakers is False:
-        return
-    if isinstance(speakers, int) and not isinstance(speakers, bool) and 1 <= speakers <= MAX_SPEAKERS:
-        return
-    raise ValueError(f"speakers={speakers!r}; use 'auto', a number of speakers (1..{MAX_SPEAKERS}) or False")
+        raise_if_cancelled(self.cancel, "transcription", TranscriptionCancelledError)
 
 
 def transcribe(
     source: Source,
-    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    model: str | os.PathLike[str] | None = None,
     *,
-    language: str | None = None,
-    aligner: str | os.PathLike[str] | None = DEFAULT_ALIGNER,
-    context: str | None = None,
-    precision: Precision | str = "fp32",
-    threads: int | None = None,
-    max_new_tokens: int = 512,
+    options: TranscribeOptions | None = None,
     progress: Progress = None,
     cancel: Cancel = None,
-    speakers: str | int | bool = "auto",
-    vad: SileroVad | str | os.PathLike[str] | None = None,
-    vad_options: VadOptions | None = None,
-    catalog_dir: str | os.PathLike[str] | None = None,
-    max_pause: float = DEFAULT_MAX_PAUSE,
+    **changes: object,
 ) -> Document:
     """Transcribe an audio file or binary stream into a :class:`Document`.
 
     The default model is Qwen3-ASR-0.6B (this library runs the Qwen family only) and the
-    default aligner Qwen3-ForcedAligner-0.6B; the first run downloads them. See
-    :class:`Transcriber` for every parameter; this is ``Transcriber(...).transcribe(source)``.
+    default aligner Qwen3-ForcedAligner-0.6B; the first run downloads them. ``options``
+    (:class:`TranscribeOptions`) and keyword arguments naming its fields say how; see
+    :class:`Transcriber`. This is ``Transcriber(...).transcribe(source)``.
     """
-    with Transcriber(
-        model, language=language, aligner=aligner, context=context, precision=precision, threads=threads,
-        max_new_tokens=max_new_tokens, progress=progress, cancel=cancel, speakers=speakers, vad=vad,
-        vad_options=vad_options, catalog_dir=catalog_dir, max_pause=max_pause,
-    ) as transcriber:
+    settings = TranscribeOptions.build(options, **changes)
+    with Transcriber(model, options=settings, progress=progress, cancel=cancel) as transcriber:
         return transcriber.transcribe(source)

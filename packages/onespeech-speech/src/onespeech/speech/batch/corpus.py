@@ -10,9 +10,9 @@ flight: everything recorded is complete, and a rerun redoes the rest.
 from __future__ import annotations
 
 import os
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +34,24 @@ from onespeech.speech.batch.report import BatchReport, FileFailure, WorkerLoad
 from onespeech.speech.batch.work import Task, WorkResult
 from onespeech.speech.document import Document
 from onespeech.speech.errors import OutputPathError
+from onespeech.speech.options import TranscribeOptions
 from onespeech.speech.output_paths import check_targets, prepare_output_dir
+from onespeech.speech.progress import Progress, check_progress, progress_reporter
 from onespeech.speech.writers import parse_formats, write_outputs
-
-DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
-# options that change no output: left out of the record, so changing them skips nothing
-_RUN_ONLY = frozenset({"threads", "progress", "cancel"})
-
-Progress = Callable[[str, float, float], None]
 
 
 def transcribe_corpus(
     inputs: Sequence[str | os.PathLike[str]],
     output_dir: str | os.PathLike[str],
     *,
-    model: str = DEFAULT_MODEL,
+    options: TranscribeOptions | None = None,
     formats: Sequence[str] = ("json",),
     workers: int | None = None,
     ray_address: str | None = None,
     retry_failed: bool = False,
     overwrite_others: bool = False,
-    progress: bool | Progress | None = None,
-    **transcribe_options: Any,
+    progress: Progress = None,
+    **changes: object,
 ) -> BatchReport:
     """Transcribe every audio file of ``inputs`` into ``output_dir``.
 
@@ -72,11 +68,14 @@ def transcribe_corpus(
         modification time and SHA-256 and the options. Every output path is
         checked before any work: it must resolve inside ``output_dir`` and be no
         input file.
-    model, formats, **transcribe_options
-        As ``onespeech.speech.transcribe`` and ``onespeech transcribe -f``
-        (``aligner``, ``language``, ``context``, ``precision``, ``threads``,
-        ``max_new_tokens``, ...). A manifest's per-file language and context
-        override the batch's.
+    options : TranscribeOptions, optional
+        As for ``transcribe``; keyword arguments naming its fields (``model``,
+        ``aligner``, ``language``, ``threads``, ...) change it. A manifest's per-file
+        language and context override the batch's. Every option but ``threads`` is
+        kept in each file's record: a rerun with other options redoes the files
+        (their outputs would differ), one with other ``threads`` skips them.
+    formats : sequence of str
+        As ``onespeech transcribe -f``.
     workers : int, optional
         Worker processes (or Ray actors), each holding one Transcriber. Default:
         enough workers of ``threads`` threads (default 2) to use every core.
@@ -91,8 +90,9 @@ def transcribe_corpus(
         (same output name, other path and content). Without it such a batch is
         refused before any work with `OutputPathError` naming both inputs.
     progress : None, False or callable
-        None: a tqdm bar over audio hours on stderr when it is a terminal; False:
-        none; a callable gets ``("batch", done_seconds, total_seconds)``.
+        The progress protocol of ``transcribe``: None, a tqdm bar over the audio
+        seconds done on stderr when it is a terminal; False, none; a callable gets
+        ``("batch", done_seconds, total_seconds)`` as each file is finished.
 
     Returns
     -------
@@ -109,16 +109,17 @@ def transcribe_corpus(
         ``overwrite_others``) another input's finished outputs would be replaced.
     """
     formats = parse_formats(formats)
+    check_progress(progress)
     start = time.perf_counter()
     expansion = expand_inputs(list(inputs))
     output = prepare_output_dir(output_dir)
     _check_paths(output, expansion.items, [Path(p) for p in inputs], formats)
-    options = {"model": model, **transcribe_options}
+    settings = TranscribeOptions.build(options, **changes)
     report = BatchReport(manifest_errors=list(expansion.errors))
     todo: list[tuple[CorpusItem, dict[str, Any]]] = []
     claimed: list[str] = []
     for item in expansion.items:
-        key = _record_options(options, formats, item)
+        key = _record_options(settings, formats, item)
         stem = output / item.rel
         record = read_record(record_path(stem))
         if retry_failed:
@@ -139,19 +140,25 @@ def transcribe_corpus(
     order = sorted(range(len(todo)), key=lambda i: -durations[i])
     tasks = [Task(i, str(todo[i][0].path), todo[i][0].language, todo[i][0].context) for i in order]
     if tasks:
-        threads, count = _split_threads(transcribe_options.get("threads"), workers, len(tasks))
-        worker_options = {**options, "threads": threads, "progress": False}
+        threads, count = _split_threads(settings.threads, workers, len(tasks))
+        worker_options = replace(settings, threads=threads)
         pool: LocalPool | RayPool
         if ray_address is None:
             pool = LocalPool(count, worker_options)
         else:
             pool = RayPool(ray_address, workers, threads, worker_options)
-        with pool, _Bar(progress, sum(durations)) as bar:
-            for result in pool.run(tasks):
-                item, key = todo[result.index]
-                seconds = durations[result.index]
-                _finish(item, key, result, seconds, output, formats, report)
-                bar.advance(seconds)
+        total, done = sum(durations), 0.0
+        report_progress = progress_reporter(progress, "batch")
+        try:
+            with pool:
+                for result in pool.run(tasks):
+                    item, key = todo[result.index]
+                    seconds = durations[result.index]
+                    _finish(item, key, result, seconds, output, formats, report)
+                    done += seconds
+                    report_progress("batch", done, total)
+        finally:
+            report_progress.close()
     report.wall_seconds = time.perf_counter() - start
     return report
 
@@ -165,14 +172,14 @@ def _check_paths(output: Path, items: Sequence[CorpusItem], given: Sequence[Path
     check_targets(output, targets, [item.path for item in items] + [p for p in given if p.is_file()])
 
 
-def _record_options(options: dict[str, Any], formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
-    key = {k: v for k, v in options.items() if k not in _RUN_ONLY}
+def _record_options(options: TranscribeOptions, formats: Sequence[str], item: CorpusItem) -> dict[str, Any]:
+    key = options.record()  # without threads: another thread count skips the files
     if item.language is not None:
         key["language"] = item.language
     if item.context is not None:
         key["context"] = item.context
     key["formats"] = sorted(formats)
-    return {k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in sorted(key.items())}
+    return dict(sorted(key.items()))
 
 
 def _split_threads(threads: int | None, workers: int | None, n_files: int) -> tuple[int, int]:
@@ -245,34 +252,3 @@ def _stamp_or_unknown(path: Path) -> InputStamp:
         return InputStamp.of(path)
     except OSError:
         return InputStamp(-1, -1, "")
-
-
-class _Bar:
-    """Progress over audio hours: a tqdm bar, a callback, or nothing."""
-
-    def __init__(self, progress: bool | Progress | None, total_seconds: float):
-        self._callback = progress if callable(progress) else None
-        self._total = total_seconds
-        self._done = 0.0
-        self._start = time.perf_counter()
-        self._bar: Any = None
-        if progress is None and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=round(total_seconds / 3600, 4), unit="h", desc="batch", file=sys.stderr)
-
-    def advance(self, seconds: float) -> None:
-        self._done += seconds
-        if self._callback is not None:
-            self._callback("batch", self._done, self._total)
-        if self._bar is not None:
-            wall_hours = (time.perf_counter() - self._start) / 3600
-            self._bar.set_postfix_str(f"{self._done / 3600 / wall_hours:.1f} audio h/h" if wall_hours else "")
-            self._bar.update(round(seconds / 3600, 4))
-
-    def __enter__(self) -> _Bar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.close()

@@ -22,11 +22,12 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from onespeech.speech.batch.work import Task, Worker, WorkResult
+from onespeech.speech.options import TranscribeOptions
 
 MAX_ATTEMPTS = 2  # a file whose worker dies twice is recorded as failed
 
 
-def _worker_main(conn: Connection, options: dict[str, Any]) -> None:
+def _worker_main(conn: Connection, options: TranscribeOptions) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker = Worker(options)
     try:
@@ -48,7 +49,7 @@ class _Slot:
 class LocalPool:
     """``workers`` processes running ``Worker(options)``; ``run`` yields results as files finish."""
 
-    def __init__(self, workers: int, options: dict[str, Any]):
+    def __init__(self, workers: int, options: TranscribeOptions):
         if workers < 1:
             raise ValueError(f"workers={workers}; it must be at least 1")
         self._context = multiprocessing.get_context("spawn")

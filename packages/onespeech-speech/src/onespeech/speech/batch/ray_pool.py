@@ -16,6 +16,7 @@ from typing import Any
 
 from onespeech.speech.batch.local_pool import MAX_ATTEMPTS
 from onespeech.speech.batch.work import Task, Worker, WorkResult
+from onespeech.speech.options import TranscribeOptions
 
 LOCAL = "local"  # ray_address meaning "start a local Ray instance" (ray.init() with no address)
 
@@ -33,7 +34,7 @@ def _ray() -> Any:
 class RayPool:
     """``workers`` Ray actors (default: one per CPU of the cluster, at most one per file)."""
 
-    def __init__(self, address: str, workers: int | None, threads: int, options: dict[str, Any]):
+    def __init__(self, address: str, workers: int | None, threads: int, options: TranscribeOptions):
         ray = _ray()
         self._ray = ray
         self._started = not ray.is_initialized()

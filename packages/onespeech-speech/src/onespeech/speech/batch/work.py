@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from onespeech.speech.batch.records import InputStamp
+from onespeech.speech.options import TranscribeOptions
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def worker_name() -> str:
 class Worker:
     """Holds one Transcriber built from ``options`` and runs tasks on it."""
 
-    def __init__(self, options: dict[str, Any]):
+    def __init__(self, options: TranscribeOptions):
         self._options = options
         self._transcriber: Any = None
         self.name = worker_name()
@@ -65,7 +66,7 @@ class Worker:
             if self._transcriber is None:
                 from onespeech.speech.transcribe import Transcriber
 
-                self._transcriber = Transcriber(**self._options)
+                self._transcriber = Transcriber(options=self._options, progress=False)
             overrides = {k: v for k, v in (("language", task.language), ("context", task.context)) if v is not None}
             document = self._transcriber.transcribe(task.path, **overrides).to_dict()
         except Exception as e:  # a file's failure is data for the report, whatever it was

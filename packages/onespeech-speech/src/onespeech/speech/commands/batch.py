@@ -47,18 +47,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from onespeech.speech.batch import transcribe_corpus
-    from onespeech.speech.cli import transcriber_options
+    from onespeech.speech.cli import options_from_args, progress_from_args
     from onespeech.speech.writers import parse_formats
 
-    options = transcriber_options(args)
-    model = options.pop("model")
     try:
+        options = options_from_args(args)
         formats = parse_formats(args.format)
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers {args.workers}: it must be at least 1")
         report = transcribe_corpus(
-            args.inputs, args.output_dir, model=model, formats=formats, workers=args.workers,
-            ray_address=args.ray, retry_failed=args.retry_failed, overwrite_others=args.overwrite_others, **options,
+            args.inputs, args.output_dir, options=options, formats=formats, workers=args.workers,
+            ray_address=args.ray, retry_failed=args.retry_failed, overwrite_others=args.overwrite_others,
+            progress=progress_from_args(args),
         )
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"onespeech batch: {error}", file=sys.stderr)

@@ -56,7 +56,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "the variable keeps the key out of the process list)")
     parser.add_argument("--model-alias", default=None,
                         help="another name clients may send as 'model' (e.g. whisper-1)")
-    parser.add_argument("--vad", default=None, help="silero_vad.onnx to use (default: the catalog's Silero VAD)")
     add_model_options(parser, outputs=False)
     parser.set_defaults(func=run)
 
@@ -69,18 +68,15 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"{_INSTALL_HINT} ({error})", file=sys.stderr)
         return 2
-    from onespeech.speech.cli import transcriber_options
+    from onespeech.speech.cli import options_from_args
 
-    options = transcriber_options(args)
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     try:
         config = ServerConfig(
-            model=str(options["model"]), aligner=options["aligner"], language=options["language"],
-            precision=options["precision"], threads=options["threads"], max_new_tokens=options["max_new_tokens"],
-            context=options["context"], workers=args.workers, max_queue=args.max_queue,
-            max_upload_bytes=max(1, int(args.max_upload_mb * 2**20)), vad=args.vad, model_alias=args.model_alias,
-            speakers=options.get("speakers", "auto"), read_timeout_s=args.read_timeout,
-            idle_timeout_s=args.idle_timeout, max_audio_s=args.max_audio_seconds, api_key=api_key,
+            options_from_args(args), workers=args.workers, max_queue=args.max_queue,
+            max_upload_bytes=max(1, int(args.max_upload_mb * 2**20)), model_alias=args.model_alias,
+            read_timeout_s=args.read_timeout, idle_timeout_s=args.idle_timeout, max_audio_s=args.max_audio_seconds,
+            api_key=api_key,
         )
     except (TypeError, ValueError) as error:
         print(f"onespeech serve: {error}", file=sys.stderr)

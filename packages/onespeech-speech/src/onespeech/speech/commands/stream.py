@@ -45,10 +45,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from onespeech.speech.cli import transcriber_options
-
-    options = transcriber_options(args)
-    options.pop("progress", None)
     try:
         blocks = _input_blocks(args)  # the input is told apart (and refused) before any model loads
     except KeyboardInterrupt:
@@ -57,17 +53,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     try:
-        return _run_session(args, options, blocks)
+        return _run_session(args, blocks)
     finally:
         blocks.close()  # a decoded stdin's spool goes with it (the source also deletes it when collected)
 
 
-def _run_session(args: argparse.Namespace, options: dict, blocks: Generator[tuple[np.ndarray, int], None, None]) -> int:
+def _run_session(args: argparse.Namespace, blocks: Generator[tuple[np.ndarray, int], None, None]) -> int:
     from onespeech.kernels import ModelIntegrityError
+    from onespeech.speech.cli import options_from_args
     from onespeech.speech.streaming import LiveSession
 
     try:
-        session = LiveSession(**options)
+        session = LiveSession(options=options_from_args(args), progress=False)  # the finals are the output
     except (TypeError, ValueError, OSError, ModelIntegrityError) as error:
         print(f"onespeech stream: {type(error).__name__}: {error}", file=sys.stderr)
         return 1

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from onespeech.speech.cli import transcriber_options
+    from onespeech.speech.cli import options_from_args, progress_from_args
     from onespeech.speech.output_paths import plan_outputs
     from onespeech.speech.transcribe import Transcriber
     from onespeech.speech.writers import parse_formats, write_outputs
@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         formats = parse_formats(args.format)
         plan = plan_outputs([Path(f) for f in args.files], Path(args.output_dir), formats)
-        transcriber = Transcriber(**transcriber_options(args))
+        transcriber = Transcriber(options=options_from_args(args), progress=progress_from_args(args))
     except (TypeError, ValueError) as error:
         print(f"onespeech transcribe: {error}", file=sys.stderr)
         return 2

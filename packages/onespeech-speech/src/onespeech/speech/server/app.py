@@ -167,7 +167,9 @@ async def _transcribe(request: Request, backend: Backend, pool: WorkerPool[Any])
         # a file libsndfile cannot open, or too long, is refused here, without taking a place in the queue
         await asyncio.to_thread(_check_readable, upload, backend.config.max_audio_s)
         try:
-            job = pool.submit(lambda models, cancel: backend.transcribe(models, upload.file, cancel=cancel, **options))
+            job = pool.submit(lambda models, cancel: backend.transcribe(
+                models, upload.file, language=options["language"], context=options["context"],
+                words=options["words"], speakers=options["speakers"], cancel=cancel))
         except QueueFullError as full:
             raise ApiError(503, str(full), "queue_full", type="server_error",
                            headers={"Retry-After": str(full.retry_after)}) from None
@@ -197,7 +199,7 @@ def _options(form: Any, backend: Backend) -> dict[str, Any]:
     if granularities and response_format != "verbose_json":
         raise bad_request("timestamp_granularities[] needs response_format=verbose_json",
                           "invalid_timestamp_granularities", "timestamp_granularities[]")
-    if "word" in granularities and config.aligner is None:
+    if "word" in granularities and config.options.aligner is None:
         raise bad_request("word timestamps need the forced aligner, and this server runs with --aligner none",
                           "word_timestamps_unavailable", "timestamp_granularities[]")
     temperature = _text(form, "temperature")
@@ -214,7 +216,7 @@ def _options(form: Any, backend: Backend) -> dict[str, Any]:
         backend.check_language(language)
     return {"language": language, "context": _text(form, "prompt") or None,
             "words": "word" in granularities or response_format in ("srt", "vtt", "document"),
-            "speakers": _speakers(form, config.speakers),
+            "speakers": _speakers(form, config.options.speakers),
             "response_format": response_format, "granularities": granularities}
 
 

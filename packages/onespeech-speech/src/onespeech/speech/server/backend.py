@@ -1,6 +1,6 @@
 """What the server runs on each worker: a Transcriber whose models stay loaded.
 
-``load_shared`` loads what every worker shares read-only (the VAD) and makes sure the
+``load_shared`` loads what the live chunkers share read-only (the VAD) and makes sure the
 speaker encoder is in the cache (each request with speakers loads it for its speaker
 pass, as ``transcribe`` does); ``load_worker``
 runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recognizer
@@ -11,11 +11,18 @@ weights are memory-mapped, so this maps the same files again rather than copying
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from onespeech.kernels.cancel import Cancel
 from onespeech.speech.server.config import ServerConfig
 from onespeech.speech.server.errors import audio_too_long, bad_request
+
+if TYPE_CHECKING:
+    from onespeech.features import SileroVad
+    from onespeech.qwen3.languages import Languages
+    from onespeech.speech.chunk import ClosedChunk
+    from onespeech.speech.document import Document, Segment
+    from onespeech.speech.transcribe import Transcriber
 
 
 class Backend:
@@ -23,28 +30,31 @@ class Backend:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.vad: Any = None
-        self._languages: Any = None
+        self.vad: SileroVad | None = None
+        self._languages: Languages | None = None
 
     def load_shared(self) -> None:
         from onespeech.speech.streaming import load_vad
 
-        self.vad = load_vad(self.config.vad)
-        if self.config.speakers is not False:
+        self.vad = load_vad(self.config.options.vad)
+        if self.config.options.speakers is not False:
             from onespeech.features.speaker_model import speaker_model_path
 
             # fetched and verified now: a server that cannot attribute speakers fails at start, not per request
             speaker_model_path()
 
-    def load_worker(self) -> Any:
+    def shared_vad(self) -> SileroVad:
+        """The VAD that ``load_shared`` loaded (live chunking on every connection uses it)."""
+        if self.vad is None:
+            raise RuntimeError("Backend.load_shared() has not run: the server loads the shared VAD at startup")
+        return self.vad
+
+    def load_worker(self) -> Transcriber:
         from onespeech.speech.transcribe import Transcriber
 
-        config = self.config
-        transcriber = Transcriber(
-            config.model, language=config.language, aligner=config.aligner, context=config.context,
-            precision=config.precision, threads=config.threads, max_new_tokens=config.max_new_tokens,
-            progress=False, speakers=config.speakers, vad=self.vad, keep_loaded=True,
-        )
+        # the options as configured (a document records them as the CLI's would); the transcriber loads
+        # its own copy of the small VAD for files over 30 s, the live chunkers share load_shared's
+        transcriber = Transcriber(options=self.config.options, progress=False, keep_loaded=True)
         try:
             recognizer = transcriber.recognizer()  # now, not at the first request
             transcriber.dispatcher()  # the aligner too: live finals are timed as they come
@@ -54,7 +64,7 @@ class Backend:
         self._languages = recognizer.languages
         return transcriber
 
-    def close_worker(self, transcriber: Any) -> None:
+    def close_worker(self, transcriber: Transcriber) -> None:
         transcriber.close()
 
     def check_language(self, language: str) -> None:
@@ -67,14 +77,15 @@ class Backend:
         except UnsupportedLanguageError as error:
             raise bad_request(str(error), "unsupported_language", "language") from None
 
-    def transcribe(self, transcriber: Any, file: BinaryIO, *, language: str | None, context: str | None,
-                   words: bool, speakers: str | int | bool, cancel: Cancel, **_: Any) -> Any:
+    def transcribe(self, transcriber: Transcriber, file: BinaryIO, *, language: str | None, context: str | None,
+                   words: bool, speakers: str | int | bool, cancel: Cancel) -> Document:
         """The Document of one upload (word timings only when asked for: they cost an aligner pass).
 
         Speakers are attributed as ``transcribe`` does (the CLI's labels); the decoded
         length is held to ``max_audio_s`` as it decodes, since a header may not declare it.
         """
         max_audio_s = self.config.max_audio_s
+        options = self.config.options
 
         def guard(stage: str, done: float, total: float) -> None:
             if stage == "decode" and done > max_audio_s:
@@ -82,11 +93,12 @@ class Backend:
 
         # the worker's own Transcriber runs one job at a time: its speakers setting is this request's
         transcriber.speakers = speakers
-        return transcriber.transcribe(file, language=language or self.config.language,
-                                      context=context if context is not None else self.config.context,
+        return transcriber.transcribe(file, language=language or options.language,
+                                      context=context if context is not None else options.context,
                                       align=words, cancel=cancel, progress=guard)
 
-    def recognize_chunk(self, transcriber: Any, closed: Any, *, language: str | None, cancel: Cancel) -> Any:
+    def recognize_chunk(self, transcriber: Transcriber, closed: ClosedChunk, *, language: str | None,
+                        cancel: Cancel) -> Segment:
         """The final of one closed live chunk, as a ``LiveSession`` with the server's aligner gives it."""
         from onespeech.kernels.threads import thread_limit
         from onespeech.speech.streaming import chunk_final
@@ -94,4 +106,4 @@ class Backend:
         recognizer = transcriber.recognizer()
         with thread_limit(recognizer.options.threads):
             return chunk_final(recognizer, transcriber.dispatcher(), closed,
-                               language=language or self.config.language, cancel=cancel)
+                               language=language or self.config.options.language, cancel=cancel)

@@ -63,7 +63,7 @@ async def stream_endpoint(websocket: WebSocket, backend: Backend, pool: WorkerPo
     recognizer: _Recognizer | None = None
     try:
         sample_rate, dtype, language = _parameters(websocket, backend)
-        chunker = LiveChunker(backend.vad)
+        chunker = LiveChunker(backend.shared_vad())
         resampler = StreamResampler()
         recognizer = _Recognizer(websocket, backend, pool, language)
         leftover = b""

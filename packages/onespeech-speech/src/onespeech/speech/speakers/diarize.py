@@ -31,6 +31,7 @@ from onespeech.features import SileroVad, SpeechRegion, VadOptions
 from onespeech.features.pcm import validate_pcm
 from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
+from onespeech.speech.progress import Progress, check_progress, progress_reporter
 from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.clustering import (
     centroids,
@@ -258,7 +259,7 @@ def diarize(
     *,
     max_pause: float = DEFAULT_MAX_PAUSE,
     threads: int | None = None,
-    progress: Callable[[int, int | None], None] | None | bool = None,
+    progress: Progress = None,
     cancel: Cancel = None,
 ) -> list[Turn]:
     """Who speaks when in ``source``: ordered, non-overlapping turns in file seconds.
@@ -275,7 +276,10 @@ def diarize(
     threads
         Threads for the encoder (default: the runtime's default).
     progress
-        ``progress(done, total)`` in samples of audio processed; None or False: none.
+        The progress protocol of ``transcribe``: None, a tqdm bar on stderr when it is
+        a terminal; False, none; a callable gets ``("speakers", done_seconds,
+        total_seconds)`` after each block of audio (``total`` is the audio's length
+        where it is known ahead, else the seconds done so far).
     cancel
         A ``threading.Event``-like or callable signal, checked between blocks of audio and
         encoder batches; raises ``OperationCancelledError``.
@@ -290,17 +294,16 @@ def diarize(
     """
     count = check_speakers(speakers)
     options = DiarizationOptions(max_pause=check_max_pause(max_pause))
-    report = _check_progress(progress)
+    check_progress(progress)
     check_cancel(cancel)
     diarizer = Diarizer.load(options, threads=threads)
     raise_if_cancelled(cancel, "speaker attribution")
-    return diarizer.source(source, count if count is not None else "auto", progress=report, cancel=cancel)
+    report = progress_reporter(progress, "diarize")
 
+    def samples(done: int, total: int | None) -> None:
+        report("speakers", done / SAMPLE_RATE, (done if total is None else total) / SAMPLE_RATE)
 
-def _check_progress(progress: object) -> Callable[[int, int | None], None] | None:
-    # False means "no progress" as it does for transcribe
-    if progress is None or progress is False:
-        return None
-    if not callable(progress):
-        raise TypeError(f"progress must be None, False or a callable, not {type(progress).__name__}")
-    return progress  # type: ignore[no-any-return]
+    try:
+        return diarizer.source(source, count if count is not None else "auto", progress=samples, cancel=cancel)
+    finally:
+        report.close()
