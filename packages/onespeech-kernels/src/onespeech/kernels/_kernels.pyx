@@ -93,6 +93,8 @@ cdef extern from "_int8_impl.h" nogil:
     const char *OS_I8_PATH
     int OS_I8_MAX_K
     void os_i8_quantize_rows(const float *x, os_idx K, os_idx m0, os_idx m1, signed char *q, float *scale)
+    void os_i8_gemv_rows(const signed char *q, float sx, const signed char *w, const float *sw, os_idx K,
+                         const float *bias, float *y, os_idx n0, os_idx n1)
     void os_i8_gemm_rows(const signed char *q, const float *sx, const signed char *w, const float *sw, os_idx K,
                          const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1)
 
@@ -715,7 +717,8 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
                 int n_threads):
     """y = dequant(quantize_rows(x) @ w.T) + bias; every output row depends only on its x row.
 
-    One row (decode): each thread one contiguous share of the weight rows. More
+    One row (decode): each thread one contiguous share of the weight rows, read
+    as four far-apart streams. More
     rows: tasks of I8_MB activation rows x I8_NB weight rows. Integer sums are
     exact and each output is dequantized alone, so no split changes a bit.
     """
@@ -741,8 +744,8 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
                 os_i8_quantize_rows(&x[0, 0], K, 0, 1, q, sx)
                 nt = _threads_for((N + ROW_BLOCK - 1) // ROW_BLOCK, n_threads)
                 for t in prange(nt, schedule="static", num_threads=nt):
-                    os_i8_gemm_rows(q, sx, &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N, 0, 1,
-                                    N * t // nt, N * (t + 1) // nt)
+                    os_i8_gemv_rows(q, sx[0], &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N * t // nt,
+                                    N * (t + 1) // nt)
             else:
                 for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
                     os_i8_quantize_rows(&x[0, 0], K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
