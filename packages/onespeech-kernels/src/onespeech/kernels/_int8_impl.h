@@ -287,11 +287,12 @@ void os_i8_gemv_rows(const int8_t *q, float sx, const int8_t *w, const float *sw
 void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const float *sw, os_idx K,
                      const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1) {
     os_idx n = n0;
-    int32_t acc[4], acc2[2][4];
+    int32_t acc[4];
     for (; n + 4 <= n1; n += 4) {
         const int8_t *const wr[4] = {w + n * K, w + (n + 1) * K, w + (n + 2) * K, w + (n + 3) * K};
         os_idx m = m0;
 #if !defined(__AVX512BW__)
+        int32_t acc2[2][4];
         for (; m + 2 <= m1; m += 2) {
             os_i8_dot2x4(q + m * K, q + (m + 1) * K, wr, K, acc2);
             for (int i = 0; i < 2; i++)
