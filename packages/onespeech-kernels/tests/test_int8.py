@@ -176,6 +176,21 @@ def test_ops_numpy_path_equals_the_kernels(monkeypatch: pytest.MonkeyPatch) -> N
     assert np.array_equal(q, cq) and _same(s, cs)
 
 
+@pytest.mark.parametrize("numpy_path", [False, True])
+def test_empty_and_one_dimensional_shapes(numpy_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No rows, no outputs, K = 0 (each output exactly the bias), and a 1-D x."""
+    if numpy_path:
+        monkeypatch.setattr(ops, "_kernels", None)
+    x, w, scale, bias = _inputs(1, 5, 7)
+    assert ops.linear_int8(np.zeros((0, 7), np.float32), w, scale).shape == (0, 5)
+    assert ops.linear_int8(x, w[:0], scale[:0]).shape == (1, 0)
+    assert _same(ops.linear_int8(x[0], w, scale, bias), ops.linear_int8(x, w, scale, bias)[0])
+    y = ops.linear_int8(np.ones((2, 3, 0), np.float32), np.zeros((5, 0), np.int8), scale, bias)
+    assert y.shape == (2, 3, 5) and _same(y, np.broadcast_to(bias, (2, 3, 5)).copy())
+    q, s = ops.quantize_int8(np.ones((3, 0), np.float32))
+    assert q.shape == (3, 0) and _same(s, np.zeros(3, np.float32))
+
+
 def test_ops_checks_its_arguments() -> None:
     x, w, scale, bias = _inputs(2, 4, 8)
     with pytest.raises(ValueError, match="w has dtype int16; expected int8"):

@@ -349,6 +349,11 @@ def linear_many(
 INT8_MAX_K = 131072
 
 
+def _rows(x: np.ndarray) -> int:
+    """Rows of x (..., K) taken as a matrix (reshape(-1, K) fails for K = 0)."""
+    return int(np.prod(x.shape[:-1], dtype=np.int64))
+
+
 def quantize_int8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 codes per row (per token, or per output channel of a weight).
 
@@ -368,7 +373,7 @@ def quantize_int8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = _array("x", x)
     if x.ndim < 1:
         raise ValueError(f"x has shape {x.shape}; expected at least 1 dim (..., K)")
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = x.reshape(_rows(x), x.shape[-1])
     if _kernels is None:
         q, scale = _ref.quantize_int8(x2)
     else:
@@ -418,7 +423,7 @@ def linear_int8(
             raise ValueError(f"bias has shape {bias.shape}; expected ({w.shape[0]},)")
     if _kernels is None:
         return _ref.linear_int8(x, w, w_scale, bias)
-    x2 = x.reshape(-1, w.shape[1])
+    x2 = x.reshape(_rows(x), w.shape[1])
     y = _empty((x2.shape[0], w.shape[0]))
     _kernels.linear_int8(x2, w, w_scale, bias, y, get_threads())
     return y.reshape(*x.shape[:-1], w.shape[0])

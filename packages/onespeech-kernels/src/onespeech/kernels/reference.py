@@ -96,7 +96,7 @@ def linear_int8(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray, bias: np.ndar
     """y[..., N] = dequant(quantize_int8(x) @ w.T) + bias: exact int32 sums, then
     float32(acc) * (x_scale * w_scale) and the bias, each step rounded to float32."""
     lead = x.shape[:-1]
-    q, sx = quantize_int8(x.reshape(-1, x.shape[-1]))
+    q, sx = quantize_int8(x.reshape(int(np.prod(lead, dtype=np.int64)), x.shape[-1]))
     acc = (q.astype(np.int32) @ w.astype(np.int32).T).astype(np.float32)
     with np.errstate(invalid="ignore", over="ignore"):
         y = acc * (sx[:, None] * w_scale[None, :])
