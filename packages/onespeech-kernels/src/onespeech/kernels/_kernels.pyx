@@ -718,9 +718,9 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
     """y = dequant(quantize_rows(x) @ w.T) + bias; every output row depends only on its x row.
 
     One row (decode): each thread one contiguous share of the weight rows, read
-    as four far-apart streams. More
-    rows: tasks of I8_MB activation rows x I8_NB weight rows. Integer sums are
-    exact and each output is dequantized alone, so no split changes a bit.
+    as four far-apart streams. More rows: tasks of I8_MB activation rows x I8_NB
+    weight rows. Integer sums are exact and each output is dequantized alone, so
+    no split changes a bit.
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
     cdef os_idx c, t, m0, n0, n_mb, n_nb, n_chunks = (M + I8_QUANT_ROWS - 1) // I8_QUANT_ROWS
