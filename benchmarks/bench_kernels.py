@@ -6,7 +6,9 @@ therefore timed over enough distinct copies of the matrix (>= 512 MiB of
 float32) that every call reads from DRAM, as in a real decode step. Per round,
 numpy, ours-f32 and ours-bf16 alternate; tables print medians (min..max) per
 call, GB/s of weight bytes read, the ratio to numpy's median and the fraction
-of the read bandwidth measured in the same run.
+of the read bandwidth measured in the same run. "ours int8" is `ops.linear_int8`
+(int8 weights with per-row scales, the activation row quantized in the call);
+the per-token line also gives each one's time relative to ours f32 in that run.
 
 GEMM (y = x @ w.T, float32, warm weights): per round numpy (BLAS, the anchor)
 and our unpacked kernel (`gemm_f32`, with ops.linear's task plan) alternate;
@@ -20,7 +22,11 @@ read from memory ("cold": each call takes the next of enough copies, >= 128 MiB,
 to leave the caches), as the encoder and the prefill read each layer's weights once
 per call.
 
-    python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm]
+INT8 (--only int8): `ops.linear_int8` against `ops.linear` with float32 and bf16
+weights at prefill / encoder shapes (warm weights, alternating per round), medians
+and the ratios to float32 in the same run.
+
+    python benchmarks/bench_kernels.py [--rounds 15] [--threads 1 2] [--only gemv|gemm|int8]
 """
 
 from __future__ import annotations
@@ -100,11 +106,14 @@ def bench_shape(n: int, k: int, rounds: int) -> dict[str, list[float]]:
     copies = max(1, -(-COLD_BYTES // (n * k * 4)))
     w32 = [np.full((n, k), 0.01, np.float32) for _ in range(copies)]
     w16 = [np.full((n, k), 0x3C23, np.uint16) for _ in range(copies)]  # bf16 0.00995
+    w8 = [np.full((n, k), 127, np.int8) for _ in range(copies)]
+    s8 = np.full(n, 0.01 / 127, np.float32)
     x = np.full((1, k), 0.5, np.float32)
     impls = {
         "numpy f32": lambda i: x @ w32[i].T,
         "ours f32": lambda i: ops.linear(x, w32[i]),
         "ours bf16": lambda i: ops.linear(x, w16[i]),
+        "ours int8": lambda i: ops.linear_int8(x, w8[i], s8),
     }
     for fn in impls.values():  # warm-up: first-touch, thread pools
         time_pass(fn, min(copies, 2))
@@ -128,13 +137,13 @@ def run(threads: int, rounds: int) -> None:
     head = f"{'shape':<14}{'N x K':>14}  {'impl':<10}{'ms/call median (min..max)':>34}{'GB/s':>7}{'ratio':>7}{'% bw':>6}"
     print(head)
     print("-" * len(head))
-    per_token = {"numpy f32": 0.0, "ours f32": 0.0, "ours bf16": 0.0}
+    per_token = {"numpy f32": 0.0, "ours f32": 0.0, "ours bf16": 0.0, "ours int8": 0.0}
     for name, n, k, uses in SHAPES:
         times = bench_shape(n, k, rounds)
         anchor = statistics.median(times["numpy f32"])
         for impl, ts in times.items():
             med = statistics.median(ts)
-            nbytes = n * k * (2 if "bf16" in impl else 4)
+            nbytes = n * k * (2 if "bf16" in impl else 1 if "int8" in impl else 4)
             gbs = nbytes / med / 1e9
             print(f"{name:<14}{f'{n} x {k}':>14}  {impl:<10}{fmt(ts):>34}{gbs:7.1f}{med / anchor:7.2f}"
                   f"{100 * gbs / bw_med:5.0f}%")
@@ -142,6 +151,55 @@ def run(threads: int, rounds: int) -> None:
     anchor = per_token["numpy f32"]
     print("decode GEMVs per token (sum of medians x uses): "
           + " | ".join(f"{impl} {t * 1e3:.1f} ms ({t / anchor:.2f}x)" for impl, t in per_token.items()))
+    f32 = per_token["ours f32"]
+    print("relative to ours f32: " + " | ".join(f"{impl} {t / f32:.2f}x" for impl, t in per_token.items()))
+
+
+# (name, M, K, N): prefill and encoder products for the int8 section
+INT8_GEMM_SHAPES = [
+    ("enc fc1", 130, 896, 3584),
+    ("enc fc2", 130, 3584, 896),
+    ("dec q", 150, 1024, 2048),
+    ("dec gate,up", 150, 1024, 3072),
+    ("dec down", 150, 3072, 1024),
+    ("dec gate,up", 420, 1024, 3072),
+]
+
+
+def bench_int8_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[float]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, k), np.float32)
+    w = rng.standard_normal((n, k), np.float32) * 0.05
+    wb = ops.f32_to_bf16(w)
+    w8, s8 = ops.quantize_int8(w)
+    impls = {"f32": lambda: ops.linear(x, w), "bf16": lambda: ops.linear(x, wb),
+             "int8": lambda: ops.linear_int8(x, w8, s8)}
+    t0 = time.perf_counter()
+    for fn in impls.values():  # warm-up: first touch, thread pools
+        fn()
+    reps = max(1, int(GEMM_SECONDS / max(1e-6, (time.perf_counter() - t0) / 3)))
+    times: dict[str, list[float]] = {impl: [] for impl in impls}
+    for _ in range(rounds):
+        for impl, fn in impls.items():
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times[impl].append((time.perf_counter() - t0) / reps)
+    return times
+
+
+def run_int8(threads: int, rounds: int) -> None:
+    set_threads(threads)
+    print(f"\nkernels INT8 GEMM M x K @ (N x K).T vs float32 / bf16 weights | {onespeech.kernels.describe()}")
+    head = (f"{'shape':<13}{'M x K x N':>17}  {'f32 ms (min..max)':>24}  {'bf16 ms (min..max)':>24}"
+            f"  {'int8 ms (min..max)':>24}{'bf16/f32':>9}{'int8/f32':>9}")
+    print(head)
+    print("-" * len(head))
+    for name, m, k, n in INT8_GEMM_SHAPES:
+        times = bench_int8_shape(m, k, n, rounds)
+        med = {impl: statistics.median(ts) for impl, ts in times.items()}
+        print(f"{name:<13}{f'{m} x {k} x {n}':>17}  {fmt(times['f32']):>24}  {fmt(times['bf16']):>24}"
+              f"  {fmt(times['int8']):>24}{med['bf16'] / med['f32']:9.2f}{med['int8'] / med['f32']:9.2f}")
 
 
 def bench_gemm_shape(m: int, k: int, n: int, rounds: int) -> dict[str, list[float]]:
@@ -198,7 +256,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--only", choices=["gemv", "gemm"], help="run one section (default: both)")
+    parser.add_argument("--only", choices=["gemv", "gemm", "int8"], help="run one section (default: all)")
     # 2 FMA pipes x 8 float32 lanes x 2 flop at ~2.9 GHz: the 2-core EPYC's ~92 per core
     parser.add_argument("--peak-gflops", type=float, default=92.0, help="FMA peak per core (GFLOP/s)")
     args = parser.parse_args()
@@ -206,10 +264,12 @@ def main() -> int:
         print("compiled kernels are not built; install onespeech-kernels with its build hook")
         return 1
     for t in args.threads:
-        if args.only != "gemm":
+        if args.only in (None, "gemv"):
             run(t, args.rounds)
-        if args.only != "gemv":
+        if args.only in (None, "gemm"):
             run_gemm(t, args.rounds, args.peak_gflops)
+        if args.only in (None, "int8"):
+            run_int8(t, args.rounds)
     return 0
 
 

@@ -89,6 +89,15 @@ cdef extern from "_bf16amx_impl.h" nogil:
                                   const float *bias, float *y, os_idx N, os_idx K, os_idx m0, os_idx m1,
                                   os_idx n0, os_idx n1)
 
+cdef extern from "_int8_impl.h" nogil:
+    const char *OS_I8_PATH
+    int OS_I8_MAX_K
+    void os_i8_quantize_rows(const float *x, os_idx K, os_idx m0, os_idx m1, signed char *q, float *scale)
+    void os_i8_gemv_rows(const signed char *q, float sx, const signed char *w, const float *sw, os_idx K,
+                         const float *bias, float *y, os_idx n0, os_idx n1)
+    void os_i8_gemm_rows(const signed char *q, const float *sx, const signed char *w, const float *sw, os_idx K,
+                         const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1)
+
 VARIANT = OS_VARIANT.decode()
 # gemm_bf16dp runs AVX512_BF16's VDPBF16PS (else the portable definition of its arithmetic)
 BF16DP_NATIVE = bool(OS_BF16DP_NATIVE)
@@ -99,6 +108,9 @@ AMX_NATIVE = bool(os_amx_request())
 # chooses a build only if so): the amx build only where the tile state was granted
 RUNNABLE = AMX_NATIVE or not OS_AMX_NATIVE
 GEMM_TILE = (OS_GM_MR, OS_GM_NR)
+# the int8 dot products' instructions (avx512vnni, avx512bw, avx2 or scalar) and the largest K they take
+INT8_PATH = OS_I8_PATH.decode()
+INT8_MAX_K = OS_I8_MAX_K
 LANES = OS_LANES
 OPENMP = bool(OS_OPENMP)
 
@@ -671,6 +683,82 @@ def conv3x3s2_bf16amx(const float[:, :, :, ::1] x,     # IN  (n, H, W, C), chann
     with nogil:
         _amx_products(xt, &w[0, 0], bp, &y[0, 0], M, N, K, n_threads)
     return True
+
+
+# ---- int8 products (_int8_impl.h) ------------------------------------------------------
+
+cdef enum:
+    # rows quantized per task
+    I8_QUANT_ROWS = 16
+    # int8 GEMM task: activation rows x weight rows (64 x 1 KiB codes stay in L2
+    # while four weight rows at a time sit in L1)
+    I8_MB = 64
+    I8_NB = 64
+
+
+def quantize_int8(const float[:, ::1] x,     # IN  (M, K)
+                  signed char[:, ::1] q,     # OUT (M, K)
+                  float[::1] scale,          # OUT (M,)
+                  int n_threads):
+    """Per-row symmetric int8 codes and scales (the rule in _int8_impl.h)."""
+    cdef os_idx M = x.shape[0], K = x.shape[1], c, n_chunks = (M + I8_QUANT_ROWS - 1) // I8_QUANT_ROWS
+    if M == 0:
+        return
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
+        os_i8_quantize_rows(&x[0, 0], K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS),
+                            &q[0, 0], &scale[0])
+
+
+def linear_int8(const float[:, ::1] x,          # IN  (M, K)
+                const signed char[:, ::1] w,    # IN  (N, K) int8 codes, K <= INT8_MAX_K
+                const float[::1] w_scale,       # IN  (N,)
+                const float[::1] bias,          # IN  (N,) or None
+                float[:, ::1] y,                # OUT (M, N)
+                int n_threads):
+    """y = dequant(quantize_rows(x) @ w.T) + bias; every output row depends only on its x row.
+
+    One row (decode): each thread one contiguous share of the weight rows, read
+    as four far-apart streams. More rows: tasks of I8_MB activation rows x I8_NB
+    weight rows. Integer sums are exact and each output is dequantized alone, so
+    no split changes a bit.
+    """
+    cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
+    cdef os_idx c, t, m0, n0, n_mb, n_nb, n_chunks = (M + I8_QUANT_ROWS - 1) // I8_QUANT_ROWS
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef signed char *q
+    cdef float *sx
+    cdef int nt
+    if M == 0 or N == 0:
+        return
+    if K > OS_I8_MAX_K:
+        raise ValueError(f"int8 products take K <= {OS_I8_MAX_K}, got {K}")
+    q = <signed char *> malloc(max(1, M * K))
+    sx = <float *> malloc(M * sizeof(float))
+    if q == NULL or sx == NULL:
+        free(q)
+        free(sx)
+        raise MemoryError(f"int8 products need {M * K} bytes of activation codes")
+    try:
+        with nogil:
+            if M == 1:
+                os_i8_quantize_rows(&x[0, 0], K, 0, 1, q, sx)
+                nt = _threads_for((N + ROW_BLOCK - 1) // ROW_BLOCK, n_threads)
+                for t in prange(nt, schedule="static", num_threads=nt):
+                    os_i8_gemv_rows(q, sx[0], &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N * t // nt,
+                                    N * (t + 1) // nt)
+            else:
+                for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
+                    os_i8_quantize_rows(&x[0, 0], K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
+                n_mb = (M + I8_MB - 1) // I8_MB
+                n_nb = (N + I8_NB - 1) // I8_NB
+                for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
+                    m0 = (t % n_mb) * I8_MB
+                    n0 = (t // n_mb) * I8_NB
+                    os_i8_gemm_rows(q, sx, &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N, m0, min(M, m0 + I8_MB),
+                                    n0, min(N, n0 + I8_NB))
+    finally:
+        free(q)
+        free(sx)
 
 
 def stream_sum(const float[::1] a,  # IN

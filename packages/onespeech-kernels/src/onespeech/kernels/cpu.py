@@ -21,15 +21,16 @@ ENV_VAR = "ONESPEECH_KERNELS"
 #: Kernel variant -> the CPU features it needs, all of them (numpy's names); best first.
 VARIANTS: dict[str, tuple[str, ...]] = {
     # avx512bf16 plus AMX tiles, which only the bf16 x bf16 GEMM (`gemm_bf16amx`) uses
-    "amx": ("AMX_BF16", "AMX_TILE", "AVX512BF16", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
-    # avx512 plus VDPBF16PS, which only the bf16 x bf16 GEMM (`gemm_bf16dp`) uses
-    "avx512bf16": ("AVX512BF16", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
+    "amx": ("AMX_BF16", "AMX_TILE", "AVX512BF16", "AVX512VNNI", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
+    # avx512 plus VDPBF16PS, which only the bf16 x bf16 GEMM (`gemm_bf16dp`) uses, and VPDPBUSD
+    # for the int8 products (every CPU with AVX512_BF16 has AVX512_VNNI)
+    "avx512bf16": ("AVX512BF16", "AVX512VNNI", "AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
     "avx512": ("AVX512F", "AVX512BW", "AVX512VL", "AVX2", "FMA3"),
     "avx2": ("AVX2", "FMA3", "F16C"),
     "generic": (),
 }
 _CPUINFO_NAMES = {"avx512f": "AVX512F", "avx512bw": "AVX512BW", "avx512vl": "AVX512VL", "avx2": "AVX2",
-                  "fma": "FMA3", "f16c": "F16C", "avx512_bf16": "AVX512BF16"}
+                  "fma": "FMA3", "f16c": "F16C", "avx512_bf16": "AVX512BF16", "avx512_vnni": "AVX512VNNI"}
 # numpy's table has no AMX; Linux lists it (and the tiles' OS state is asked for by the amx build itself)
 _AMX_NAMES = {"amx_bf16": "AMX_BF16", "amx_tile": "AMX_TILE"}
 

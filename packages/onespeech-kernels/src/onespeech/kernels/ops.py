@@ -91,11 +91,13 @@ __all__ = [
     "gelu",
     "layer_norm",
     "linear",
+    "linear_int8",
     "linear_many",
     "rms_norm",
     "rope",
     "round_bf16",
     "silu",
+    "quantize_int8",
     "softmax",
     "swiglu",
 ]
@@ -339,6 +341,92 @@ def linear_many(
     ys = tuple(np.empty((1, w.shape[0]), np.float32) for w in ws)
     _kernels.linear_many(x2, tuple(ws), ys, get_threads(), round_to_bf16)
     return [y.reshape(*x.shape[:-1], y.shape[1]) for y in ys]
+
+
+# int8 products ---------------------------------------------------------------------
+
+# K up to which int32 sums of int8 x int8 products cannot overflow (K * 127 * 128 < 2^31)
+INT8_MAX_K = 131072
+
+
+def _rows(x: np.ndarray) -> int:
+    """Rows of x (..., K) taken as a matrix (reshape(-1, K) fails for K = 0)."""
+    return int(np.prod(x.shape[:-1], dtype=np.int64))
+
+
+def quantize_int8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 codes per row (per token, or per output channel of a weight).
+
+    scale = max|row| / 127 and q = rint(x * (127 / max|row|)) (round half to even),
+    in [-127, 127]; a row with inf or NaN gets scale NaN and codes 0, a row of
+    zeros (or so small that 127 / max|row| overflows, below about 3.7e-37) scale 0
+    and codes 0. The same bits on every kernel variant and in numpy.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (..., K)
+
+    Returns
+    -------
+    (ndarray[int8] of x's shape, ndarray[float32] of shape x.shape[:-1])
+    """
+    x = _array("x", x)
+    if x.ndim < 1:
+        raise ValueError(f"x has shape {x.shape}; expected at least 1 dim (..., K)")
+    x2 = x.reshape(_rows(x), x.shape[-1])
+    if _kernels is None:
+        q, scale = _ref.quantize_int8(x2)
+    else:
+        q = np.empty(x2.shape, np.int8)
+        scale = np.empty(x2.shape[0], np.float32)
+        _kernels.quantize_int8(x2, q, scale, get_threads())
+    return q.reshape(x.shape), scale.reshape(x.shape[:-1])
+
+
+def linear_int8(
+    x: np.ndarray, w: np.ndarray, w_scale: np.ndarray, bias: np.ndarray | None = None
+) -> np.ndarray:
+    """y = dequant(quantize_int8(x) @ w.T) + bias: int8 weights, activations quantized per row.
+
+    Each row of x is quantized as `quantize_int8` does, the products summed
+    exactly in int32, and each output is float32(sum) * (x_scale * w_scale[n]),
+    then + bias[n] (each step one float32 rounding). Every output row depends
+    only on its own x row, and every kernel variant and the numpy path give the
+    same bits.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (..., K), K <= INT8_MAX_K
+    w : ndarray[int8], shape (N, K)
+        Any int8 values (-128 included); `quantize_int8` of a float32 weight gives
+        codes in [-127, 127] and its per-row scales.
+    w_scale : ndarray[float32], shape (N,)
+    bias : ndarray[float32], shape (N,), optional
+
+    Returns
+    -------
+    ndarray[float32], shape (..., N)
+    """
+    x = _array("x", x)
+    w = _array("w", w, (np.int8,))
+    _ndim("w", w, 2, "(N, K)")
+    if x.ndim < 1 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"x has shape {x.shape} but w has shape {w.shape}; x[..., K] needs K={w.shape[1]}")
+    if w.shape[1] > INT8_MAX_K:
+        raise ValueError(f"w has K={w.shape[1]}; int8 products take K <= {INT8_MAX_K} (int32 sums must not overflow)")
+    w_scale = _array("w_scale", w_scale)
+    if w_scale.shape != (w.shape[0],):
+        raise ValueError(f"w_scale has shape {w_scale.shape}; expected ({w.shape[0]},)")
+    if bias is not None:
+        bias = _array("bias", bias)
+        if bias.shape != (w.shape[0],):
+            raise ValueError(f"bias has shape {bias.shape}; expected ({w.shape[0]},)")
+    if _kernels is None:
+        return _ref.linear_int8(x, w, w_scale, bias)
+    x2 = x.reshape(_rows(x), w.shape[1])
+    y = _empty((x2.shape[0], w.shape[0]))
+    _kernels.linear_int8(x2, w, w_scale, bias, y, get_threads())
+    return y.reshape(*x.shape[:-1], w.shape[0])
 
 
 def _gemm_wins(m: int, n: int, k: int, widened: bool = False) -> bool:

@@ -64,6 +64,47 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     return y.reshape(*lead, n)
 
 
+
+# int8 products (the rule of _int8_impl.h, the same bits) --------------------------
+
+_I8_LIMIT = np.float32(127)
+
+
+def quantize_int8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row symmetric int8 codes (M, K) and float32 scales (M,) of x (M, K).
+
+    amax is the largest |x| (NaN counts as largest); a row with inf or NaN gets
+    scale NaN, a row where 127 / amax is not finite (all zeros, or tiny) scale 0,
+    both with all codes 0; else scale = amax / 127 and q = clip(rint(x * (127 / amax)),
+    -127, 127), every step one float32 operation.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    amax_bits = (x.view(np.uint32) & np.uint32(0x7FFFFFFF)).max(axis=1, initial=0)
+    amax = amax_bits.view(np.float32)
+    finite = amax_bits < np.uint32(0x7F800000)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        inv = _I8_LIMIT / amax
+        scale = amax / _I8_LIMIT
+        live = finite & np.isfinite(inv)
+        codes = np.rint(x * np.where(live, inv, np.float32(0))[:, None])
+    q = np.where(live[:, None], np.clip(codes, -_I8_LIMIT, _I8_LIMIT), np.float32(0)).astype(np.int8)
+    scale = np.where(live, scale, np.where(finite, np.float32(0), np.float32(np.nan))).astype(np.float32)
+    return q, scale
+
+
+def linear_int8(x: np.ndarray, w: np.ndarray, w_scale: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """y[..., N] = dequant(quantize_int8(x) @ w.T) + bias: exact int32 sums, then
+    float32(acc) * (x_scale * w_scale) and the bias, each step rounded to float32."""
+    lead = x.shape[:-1]
+    q, sx = quantize_int8(x.reshape(int(np.prod(lead, dtype=np.int64)), x.shape[-1]))
+    acc = (q.astype(np.int32) @ w.astype(np.int32).T).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = acc * (sx[:, None] * w_scale[None, :])
+        if bias is not None:
+            y = y + bias
+    return y.reshape(*lead, w.shape[0])
+
+
 def im2col_3x3s2(x: np.ndarray) -> np.ndarray:
     """Patches (n * Ho * Wo, 9 * C), ordered (kh, kw, c), of a 3x3 stride-2 pad-1 convolution."""
     n, h, w, c = x.shape

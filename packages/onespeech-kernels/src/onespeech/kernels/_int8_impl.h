@@ -1,0 +1,313 @@
+/* INT8 products: int8 weights with one float32 scale per output row, float32
+ * activations quantized per row (per token) at run time, int32 accumulation,
+ * float32 results.
+ *
+ * Every build gives the same bits, because every float32 step is written once
+ * (scalar, in this order) and the integer dot products are exact:
+ *
+ * - quantize a row x of K values: amax = the largest |x_k|, taken as the
+ *   largest of the bit patterns with the sign cleared (exact, in any order;
+ *   a NaN is larger than every number). If amax is inf or NaN the row's scale
+ *   is NaN and its codes 0 (its outputs are NaN). inv = 127 / amax in float32;
+ *   if inv is not finite (amax is 0, or below about 3.7e-37 so that 127 / amax
+ *   overflows) the scale is 0 and the codes 0 (its outputs are exactly the
+ *   bias). Otherwise scale = amax / 127 and q_k = rint(x_k * inv), each step
+ *   one float32 operation rounded to nearest even, the code clamped to
+ *   [-127, 127] (|x_k * inv| <= 127 * (1 + 2^-23) rounds to at most 127, so the
+ *   clamp never changes a code; it is part of the definition all the same);
+ * - acc[m, n] = sum_k q[m, k] w[n, k] in int32: exact, whatever the order,
+ *   for any int8 weights (-128 included) while K <= OS_I8_MAX_K
+ *   (K * 127 * 128 < 2^31);
+ * - y[m, n] = (float)acc * (sx[m] * sw[n]), then + bias[n]: the conversion
+ *   rounds to nearest even, then two float32 products and one sum, each
+ *   rounded; the product is kept out of the sum's reach (os_i8_opaque) so that
+ *   no build contracts the two into one fused multiply-add.
+ *
+ * The dot products, by build:
+ * - generic: plain int32 multiply-adds;
+ * - AVX2: per 32 weights, a = |w| (VPABSB: -128 gives 0x80, i.e. 128 read as
+ *   unsigned) and b = x * sign(w) (VPSIGNB; x in [-127, 127] negates without
+ *   overflow, and where w = 0 the product is 0 whatever b is), then VPMADDUBSW
+ *   (unsigned a x signed b, adjacent pairs summed to int16) and VPMADDWD with
+ *   ones (pairs summed to int32). |a b| <= 128 * 127 = 16256 and a pair is at
+ *   most 32512 < 32767, so the int16 saturation of VPMADDUBSW never happens:
+ *   the sums are exact. (Putting x on the unsigned side instead, offset by 128,
+ *   can reach 2 * 255 * 128 and saturates.)
+ * - AVX-512BW: the same on 64 weights, the sign applied by a masked subtract
+ *   (AVX-512 has no VPSIGNB);
+ * - AVX-512 VNNI: a and b as above into VPDPBUSD (four u8 x s8 products summed
+ *   into int32 lanes, no intermediate saturation).
+ * Tails shorter than a vector are summed in scalar code; integer sums are
+ * exact, so nothing else depends on the build.
+ */
+#ifndef ONESPEECH_INT8_IMPL_H
+#define ONESPEECH_INT8_IMPL_H
+
+#include <float.h>
+
+#include "_kernels_impl.h"
+
+#if defined(__AVX2__) || defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define OS_I8_PATH "avx512vnni"
+#elif defined(__AVX512BW__)
+#define OS_I8_PATH "avx512bw"
+#elif defined(__AVX2__)
+#define OS_I8_PATH "avx2"
+#else
+#define OS_I8_PATH "scalar"
+#endif
+
+/* largest K for which int32 accumulation cannot overflow: 131072 * 127 * 128 < 2^31 */
+#define OS_I8_MAX_K 131072
+
+/* v unchanged, but the compiler cannot see through it: a product passed
+ * through here is never fused with a later add (GCC contracts a * b + c into
+ * an FMA on builds that have one, which would change the bits) */
+static inline float os_i8_opaque(float v) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    __asm__("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__("" : "+w"(v));
+#else
+    volatile float t = v;
+    v = t;
+#endif
+    return v;
+}
+
+/* q = the codes of one row x of K values, returns its scale (rule above) */
+static float os_i8_quantize_row(const float *x, os_idx K, int8_t *q) {
+    uint32_t amax_bits = 0;
+    for (os_idx k = 0; k < K; k++) {
+        uint32_t b;
+        memcpy(&b, x + k, sizeof b);
+        b &= 0x7fffffffu;
+        amax_bits = b > amax_bits ? b : amax_bits;
+    }
+    if (amax_bits >= 0x7f800000u) { /* inf or NaN */
+        memset(q, 0, (size_t)K);
+        return NAN;
+    }
+    float amax;
+    memcpy(&amax, &amax_bits, sizeof amax);
+    float inv = 127.0f / amax;
+    if (!(inv <= FLT_MAX)) { /* amax 0, or 127 / amax overflowed */
+        memset(q, 0, (size_t)K);
+        return 0.0f;
+    }
+    for (os_idx k = 0; k < K; k++) {
+        float v = rintf(x[k] * inv);
+        v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+        q[k] = (int8_t)v;
+    }
+    return amax / 127.0f;
+}
+
+/* rows [m0, m1) of x (M, K) quantized: codes into q (M, K), scales into scale (M) */
+void os_i8_quantize_rows(const float *x, os_idx K, os_idx m0, os_idx m1, int8_t *q, float *scale) {
+    for (os_idx m = m0; m < m1; m++) scale[m] = os_i8_quantize_row(x + m * K, K, q + m * K);
+}
+
+#if defined(__AVX2__)
+static inline __attribute__((always_inline)) __m256i os_i8_step256(__m256i acc, __m256i xv, __m256i wv) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+}
+static inline int32_t os_i8_hsum256(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+#endif
+
+#if defined(__AVX512BW__)
+static inline __attribute__((always_inline)) __m512i os_i8_step512(__m512i acc, __m512i xv, __m512i wv) {
+    __m512i a = _mm512_abs_epi8(wv);
+    __m512i b = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), _mm512_setzero_si512(), xv);
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(acc, a, b);
+#else
+    __m512i p = _mm512_maddubs_epi16(a, b);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+#endif
+}
+#endif
+
+/* acc[r] = x . w_r for the R = 4 rows w_r (x loaded once per step), K values each */
+static inline void os_i8_dot4(const int8_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                              const int8_t *w3, os_idx K, int32_t acc[4]) {
+    os_idx k = 0;
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#if defined(__AVX512BW__)
+    {
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 64 <= K; k += 64) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x + k));
+            a0 = os_i8_step512(a0, xv, _mm512_loadu_si512((const void *)(w0 + k)));
+            a1 = os_i8_step512(a1, xv, _mm512_loadu_si512((const void *)(w1 + k)));
+            a2 = os_i8_step512(a2, xv, _mm512_loadu_si512((const void *)(w2 + k)));
+            a3 = os_i8_step512(a3, xv, _mm512_loadu_si512((const void *)(w3 + k)));
+        }
+        s0 = _mm512_reduce_add_epi32(a0);
+        s1 = _mm512_reduce_add_epi32(a1);
+        s2 = _mm512_reduce_add_epi32(a2);
+        s3 = _mm512_reduce_add_epi32(a3);
+    }
+#endif
+#if defined(__AVX2__)
+    {
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+        for (; k + 32 <= K; k += 32) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(x + k));
+            a0 = os_i8_step256(a0, xv, _mm256_loadu_si256((const __m256i *)(w0 + k)));
+            a1 = os_i8_step256(a1, xv, _mm256_loadu_si256((const __m256i *)(w1 + k)));
+            a2 = os_i8_step256(a2, xv, _mm256_loadu_si256((const __m256i *)(w2 + k)));
+            a3 = os_i8_step256(a3, xv, _mm256_loadu_si256((const __m256i *)(w3 + k)));
+        }
+        s0 += os_i8_hsum256(a0);
+        s1 += os_i8_hsum256(a1);
+        s2 += os_i8_hsum256(a2);
+        s3 += os_i8_hsum256(a3);
+    }
+#endif
+    for (; k < K; k++) {
+        int32_t xk = x[k];
+        s0 += xk * w0[k];
+        s1 += xk * w1[k];
+        s2 += xk * w2[k];
+        s3 += xk * w3[k];
+    }
+    acc[0] = s0;
+    acc[1] = s1;
+    acc[2] = s2;
+    acc[3] = s3;
+}
+
+static inline int32_t os_i8_dot1(const int8_t *x, const int8_t *w, os_idx K) {
+    os_idx k = 0;
+    int32_t s = 0;
+#if defined(__AVX512BW__)
+    {
+        __m512i a = _mm512_setzero_si512();
+        for (; k + 64 <= K; k += 64)
+            a = os_i8_step512(a, _mm512_loadu_si512((const void *)(x + k)), _mm512_loadu_si512((const void *)(w + k)));
+        s = _mm512_reduce_add_epi32(a);
+    }
+#endif
+#if defined(__AVX2__)
+    {
+        __m256i a = _mm256_setzero_si256();
+        for (; k + 32 <= K; k += 32)
+            a = os_i8_step256(a, _mm256_loadu_si256((const __m256i *)(x + k)),
+                              _mm256_loadu_si256((const __m256i *)(w + k)));
+        s += os_i8_hsum256(a);
+    }
+#endif
+    for (; k < K; k++) s += (int32_t)x[k] * w[k];
+    return s;
+}
+
+/* acc[i][r] = x_i . w_r for two activation rows and four weight rows: each
+ * weight vector is loaded and made unsigned (|w|) once for both rows */
+static inline void os_i8_dot2x4(const int8_t *x0, const int8_t *x1, const int8_t *const w[4], os_idx K,
+                                int32_t acc[2][4]) {
+    os_idx k = 0;
+    int32_t s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#if defined(__AVX2__)
+    {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i a00 = _mm256_setzero_si256(), a01 = a00, a02 = a00, a03 = a00;
+        __m256i a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+#define OS_I8_STEP2(r, A0, A1)                                                                              \
+    do {                                                                                                    \
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(w[r] + k)), wa = _mm256_abs_epi8(wv);           \
+        A0 = _mm256_add_epi32(A0, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv0, wv)), ones)); \
+        A1 = _mm256_add_epi32(A1, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv1, wv)), ones)); \
+    } while (0)
+        for (; k + 32 <= K; k += 32) {
+            __m256i xv0 = _mm256_loadu_si256((const __m256i *)(x0 + k));
+            __m256i xv1 = _mm256_loadu_si256((const __m256i *)(x1 + k));
+            OS_I8_STEP2(0, a00, a10);
+            OS_I8_STEP2(1, a01, a11);
+            OS_I8_STEP2(2, a02, a12);
+            OS_I8_STEP2(3, a03, a13);
+        }
+#undef OS_I8_STEP2
+        s[0][0] = os_i8_hsum256(a00);
+        s[0][1] = os_i8_hsum256(a01);
+        s[0][2] = os_i8_hsum256(a02);
+        s[0][3] = os_i8_hsum256(a03);
+        s[1][0] = os_i8_hsum256(a10);
+        s[1][1] = os_i8_hsum256(a11);
+        s[1][2] = os_i8_hsum256(a12);
+        s[1][3] = os_i8_hsum256(a13);
+    }
+#endif
+    for (; k < K; k++)
+        for (int r = 0; r < 4; r++) {
+            s[0][r] += (int32_t)x0[k] * w[r][k];
+            s[1][r] += (int32_t)x1[k] * w[r][k];
+        }
+    memcpy(acc, s, sizeof s);
+}
+
+static inline float os_i8_dequant(int32_t acc, float sx, float sw, const float *bias, os_idx n) {
+    float y = os_i8_opaque((float)acc * (sx * sw));
+    return bias ? y + bias[n] : y;
+}
+
+/* y[0, n] for n in [n0, n1), one activation row (decode): the range is read as
+ * four far-apart streams, a row of each at a time (one load of the codes serves
+ * four rows). The DRAM prefetcher works within 4 KiB pages; an int8 row of the
+ * 0.6B decoder is 1 KiB, so four neighbouring rows would be one stream. */
+void os_i8_gemv_rows(const int8_t *q, float sx, const int8_t *w, const float *sw, os_idx K, const float *bias,
+                     float *y, os_idx n0, os_idx n1) {
+    os_idx L = (n1 - n0) / 4;
+    int32_t acc[4];
+    for (os_idx i = 0; i < L; i++) {
+        os_idx r[4] = {n0 + i, n0 + L + i, n0 + 2 * L + i, n0 + 3 * L + i};
+        os_i8_dot4(q, w + r[0] * K, w + r[1] * K, w + r[2] * K, w + r[3] * K, K, acc);
+        for (int j = 0; j < 4; j++) y[r[j]] = os_i8_dequant(acc[j], sx, sw[r[j]], bias, r[j]);
+    }
+    for (os_idx n = n0 + 4 * L; n < n1; n++) y[n] = os_i8_dequant(os_i8_dot1(q, w + n * K, K), sx, sw[n], bias, n);
+}
+
+/* y[m, n] for m in [m0, m1), n in [n0, n1): the codes q (M, K) with row scales sx
+ * times w (N, K) int8 with row scales sw, plus bias (N) or NULL; y is (M, N).
+ * Weight rows four at a time (a 4 KiB group at K = 1024 stays in L1 while the
+ * activation rows pass), two activation rows at a time on AVX2 (each weight
+ * vector made unsigned once for both); AVX-512 builds take one row at a time
+ * through their 64-byte loop. */
+void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const float *sw, os_idx K,
+                     const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1) {
+    os_idx n = n0;
+    int32_t acc[4];
+    for (; n + 4 <= n1; n += 4) {
+        const int8_t *const wr[4] = {w + n * K, w + (n + 1) * K, w + (n + 2) * K, w + (n + 3) * K};
+        os_idx m = m0;
+#if !defined(__AVX512BW__)
+        int32_t acc2[2][4];
+        for (; m + 2 <= m1; m += 2) {
+            os_i8_dot2x4(q + m * K, q + (m + 1) * K, wr, K, acc2);
+            for (int i = 0; i < 2; i++)
+                for (int r = 0; r < 4; r++)
+                    y[(m + i) * N + n + r] = os_i8_dequant(acc2[i][r], sx[m + i], sw[n + r], bias, n + r);
+        }
+#endif
+        for (; m < m1; m++) {
+            os_i8_dot4(q + m * K, wr[0], wr[1], wr[2], wr[3], K, acc);
+            for (int r = 0; r < 4; r++) y[m * N + n + r] = os_i8_dequant(acc[r], sx[m], sw[n + r], bias, n + r);
+        }
+    }
+    for (; n < n1; n++)
+        for (os_idx m = m0; m < m1; m++)
+            y[m * N + n] = os_i8_dequant(os_i8_dot1(q + m * K, w + n * K, K), sx[m], sw[n], bias, n);
+}
+
+#endif /* ONESPEECH_INT8_IMPL_H */
