@@ -38,7 +38,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-ASR-0.6B"
 #: The forced aligner used when no aligner is given.
 DEFAULT_ALIGNER = "Qwen/Qwen3-ForcedAligner-0.6B"
 
-# options that change no output: a Document and a batch record leave them out
+#: Options that change no output: a Document and a batch record leave them out.
 RUN_ONLY = frozenset({"threads"})
 
 VadSetting = SileroVad | str | os.PathLike[str] | None
