@@ -109,7 +109,7 @@ def test_step_batch_equals_step_per_sequence(variant, bf16_weights, cache_dtype,
         layer.step_batch(got, [k for k, _ in caches], [v for _, v in caches], layer_index, positions, cos, sin,
                          scale, round_to_bf16=round_to_bf16)
     assert np.array_equal(_bits(got), _bits(want))
-    for (k, v), (ka, va) in zip(caches, alone):
+    for (k, v), (ka, va) in zip(caches, alone, strict=True):
         assert np.array_equal(k, ka) and np.array_equal(v, va)
 
 
