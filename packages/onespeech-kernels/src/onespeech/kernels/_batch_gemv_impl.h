@@ -22,9 +22,10 @@
  *
  * Tiles: float32 4 weight rows x 2 activation rows (8 chains: the one-row
  * kernel's 4 chains wait on FMA latency); bf16 2 x 2 (8 chains of e and o
- * pairs, 16 accumulators would spill AVX2's registers). The weight tile is
- * taken from the four quarters of the range, as the one-row kernels read it
- * (four far-apart DRAM streams).
+ * pairs, 16 accumulators would spill AVX2's registers), an odd last row 4 x 1
+ * as the one-row kernel runs it. The weight tile is taken from the four
+ * quarters of the range, as the one-row kernels read it (four far-apart DRAM
+ * streams). A batch of one row calls the one-row kernels (the Cython caller).
  */
 #ifndef ONESPEECH_BATCH_GEMV_IMPL_H
 #define ONESPEECH_BATCH_GEMV_IMPL_H
@@ -140,6 +141,26 @@ static inline float os_bdot_bf16_1(const float *x, const float *xp, const uint16
     return os_pair_finish(ae, ao, x, a, kk, K, bias, n);
 }
 
+/* one pair-permuted activation row against four bf16 weight rows r[i] (outputs
+ * m[i]): os_gemv_bf16_rows's loop body, its eight chains in flight */
+static inline void os_bdot_bf16_r4x1(const float *x, const float *xp, const uint16_t *const *r,
+                                     const os_idx *m, os_idx K, const float *bias, float *y) {
+    const vu hi = (vu){0} + 0xFFFF0000u;
+    const os_idx kk = K - K % OS_PAIR;
+    const uint16_t *a = r[0], *b = r[1], *c = r[2], *d = r[3];
+    vf ae = os_splat(0), ao = ae, be = ae, bo = ae, ce = ae, co = ae, de = ae, dd = ae;
+    for (os_idx k = 0; k < kk; k += OS_PAIR) {
+        OS_PAIR_STEP(ae, ao, xp, a, k, hi);
+        OS_PAIR_STEP(be, bo, xp, b, k, hi);
+        OS_PAIR_STEP(ce, co, xp, c, k, hi);
+        OS_PAIR_STEP(de, dd, xp, d, k, hi);
+    }
+    y[m[0]] = os_pair_finish(ae, ao, x, a, kk, K, bias, m[0]);
+    y[m[1]] = os_pair_finish(be, bo, x, b, kk, K, bias, m[1]);
+    y[m[2]] = os_pair_finish(ce, co, x, c, kk, K, bias, m[2]);
+    y[m[3]] = os_pair_finish(de, dd, x, d, kk, K, bias, m[3]);
+}
+
 /* y[b * ldy + n] = x[b * ldx :] . bf16(W[n]) (+ bias[n]) for b < B and n in [n0, n1);
  * xp holds every activation row pair-permuted (os_pair_permute), ldx apart */
 static void os_bgemv_bf16_rows(const float *x, const float *xp, os_idx ldx, os_idx B, const uint16_t *W,
@@ -152,17 +173,12 @@ static void os_bgemv_bf16_rows(const float *x, const float *xp, os_idx ldx, os_i
            (the one-row kernel asks for 2 KiB ahead; a row here is used B times first) */
         for (int i = 0; i < 4; i++)
             for (os_idx k = 0; k < K; k += 32) __builtin_prefetch(r[i] + K + k, 0, 3);
-        for (int pair = 0; pair < 4; pair += 2) {
-            os_idx b = 0;
-            for (; b + 2 <= B; b += 2)
+        for (int pair = 0; pair < 4; pair += 2)
+            for (os_idx b = 0; b + 2 <= B; b += 2)
                 os_bdot_bf16_r2x2(x + b * ldx, xp + b * ldx, x + (b + 1) * ldx, xp + (b + 1) * ldx, r[pair],
                                   r[pair + 1], K, bias, m[pair], m[pair + 1], y + b * ldy, y + (b + 1) * ldy);
-            for (; b < B; b++) {
-                y[b * ldy + m[pair]] = os_bdot_bf16_1(x + b * ldx, xp + b * ldx, r[pair], K, bias, m[pair]);
-                y[b * ldy + m[pair + 1]] =
-                    os_bdot_bf16_1(x + b * ldx, xp + b * ldx, r[pair + 1], K, bias, m[pair + 1]);
-            }
-        }
+        if (B % 2) /* the odd row: the one-row kernel's four rows at once */
+            os_bdot_bf16_r4x1(x + (B - 1) * ldx, xp + (B - 1) * ldx, r, m, K, bias, y + (B - 1) * ldy);
     }
     for (os_idx n = n0 + 4 * q; n < n1; n++)
         for (os_idx b = 0; b < B; b++)

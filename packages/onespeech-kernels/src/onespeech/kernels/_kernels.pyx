@@ -1168,11 +1168,21 @@ cdef void _bgemv_span(const float *x, const float *xp, os_idx B, const void **ws
     for j in range(n):
         a = max(r0, start) - start
         b = min(r1, start + rows[j]) - start
-        if bf16:
+        n4 = rows[j] - rows[j] % 4
+        if B == 1:
+            # one row: the one-row kernels themselves (they keep more chains in flight per row)
+            if bf16:
+                if a < b:
+                    os_gemv_bf16_rows(x, xp, <const unsigned short *> ws[j], K, bias, ys[j], a, b)
+            else:
+                if a < min(b, n4):
+                    os_gemv_f32_rows(x, <const float *> ws[j], K, bias, ys[j], a, min(b, n4))
+                if max(a, n4) < b:
+                    os_dot_f32_rows(x, 1, <const float *> ws[j], K, bias, ys[j], rows[j], max(a, n4), b)
+        elif bf16:
             if a < b:
                 os_bgemv_bf16_rows(x, xp, K, B, <const unsigned short *> ws[j], K, bias, ys[j], rows[j], a, b)
         else:
-            n4 = rows[j] - rows[j] % 4
             if a < min(b, n4):
                 os_bgemv_f32_rows(x, K, B, <const float *> ws[j], K, bias, ys[j], rows[j], a, min(b, n4))
             if max(a, n4) < b:
