@@ -164,7 +164,8 @@ def build_extensions(root: Path) -> list[Path]:
                 [str(pyx.relative_to(root))],
                 include_dirs=[str(SRC)],
                 depends=[str(SRC / name) for name in ("_kernels_impl.h", "_gemm_impl.h", "_bf16dp_impl.h",
-                                                     "_bf16amx_impl.h", "_int8_impl.h", TEMPLATE)],
+                                                     "_bf16amx_impl.h", "_int8_impl.h", "_batch_gemv_impl.h",
+                                                     TEMPLATE)],
                 extra_compile_args=common + isa + omp,
                 extra_link_args=omp,
             )

@@ -1231,3 +1231,315 @@ cdef class DecoderLayer:
         free(buf)
         if rc:
             raise MemoryError("a decoder layer step could not allocate its GEMV or attention scratch")
+
+
+# ==== batched decode: several sequences per step, each bit-identical to alone ==========
+# (kept in one block: the products of _batch_gemv_impl.h and the layer step over them)
+
+cdef extern from "_batch_gemv_impl.h" nogil:
+    void os_bgemv_f32_rows(const float *x, os_idx ldx, os_idx B, const float *W, os_idx K, const float *bias,
+                           float *y, os_idx ldy, os_idx n0, os_idx n1)
+    void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float *W, os_idx K, const float *bias,
+                           float *y, os_idx ldy, os_idx n0, os_idx n1)
+    void os_bgemv_bf16_rows(const float *x, const float *xp, os_idx ldx, os_idx B, const unsigned short *W,
+                            os_idx K, const float *bias, float *y, os_idx ldy, os_idx n0, os_idx n1)
+
+
+cdef void _bgemv_span(const float *x, const float *xp, os_idx B, const void **ws, bint bf16, const float *bias,
+                      float **ys, const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1,
+                      bint to_bf16) noexcept nogil:
+    """Rows [r0, r1) of the matrices ws[0..n) taken one after another, for the B
+    activation rows of x (B, K); ys[j] is (B, rows[j]). Every output is summed as
+    the one-row GEMV (_gemv_bf16_span / _gemv_f32_span) sums it."""
+    cdef os_idx start = 0, a, b, n4
+    cdef int j
+    for j in range(n):
+        a = max(r0, start) - start
+        b = min(r1, start + rows[j]) - start
+        n4 = rows[j] - rows[j] % 4
+        if B == 1:
+            # one row: the one-row kernels themselves (they keep more chains in flight per row)
+            if bf16:
+                if a < b:
+                    os_gemv_bf16_rows(x, xp, <const unsigned short *> ws[j], K, bias, ys[j], a, b)
+            else:
+                if a < min(b, n4):
+                    os_gemv_f32_rows(x, <const float *> ws[j], K, bias, ys[j], a, min(b, n4))
+                if max(a, n4) < b:
+                    os_dot_f32_rows(x, 1, <const float *> ws[j], K, bias, ys[j], rows[j], max(a, n4), b)
+        elif bf16:
+            if a < b:
+                os_bgemv_bf16_rows(x, xp, K, B, <const unsigned short *> ws[j], K, bias, ys[j], rows[j], a, b)
+        else:
+            if a < min(b, n4):
+                os_bgemv_f32_rows(x, K, B, <const float *> ws[j], K, bias, ys[j], rows[j], a, min(b, n4))
+            if max(a, n4) < b:
+                os_bgemv_f32_tail(x, K, B, <const float *> ws[j], K, bias, ys[j], rows[j], max(a, n4), b)
+        if to_bf16 and a < b:
+            _round_columns(ys[j], B, rows[j], a, b)
+        start += rows[j]
+
+
+cdef int _bgemv_many(const float *x, os_idx B, const void **ws, bint bf16, const float *bias, float **ys,
+                     const os_idx *rows, int n, os_idx K, int n_threads, bint to_bf16) noexcept nogil:
+    """ys[j][b] = x[b] @ ws[j].T for B activation rows (B, K) and n <= MAX_MANY
+    matrices, in one parallel region, the weights read once for all rows; each
+    output bit-identical to _gemv_many on that row alone. -1 if scratch could
+    not be allocated."""
+    cdef os_idx first[MAX_MANY + 1]
+    cdef os_idx blk, n0, n1, t, m, total = 0
+    cdef int i, j, nt
+    cdef float *xp = NULL
+    first[0] = 0
+    for i in range(n):
+        first[i + 1] = first[i] + (rows[i] + ROW_BLOCK - 1) // ROW_BLOCK
+        total += rows[i]
+    nt = _threads_for(first[n], n_threads)
+    if bf16 and not OS_PAIR_GEMV:
+        # the one-row path without the pair kernel: ROW_BLOCK blocks of os_dot_bf16_rows,
+        # run here row by row (a big-endian machine; no weight sharing)
+        for blk in prange(first[n], schedule="static", num_threads=nt):
+            j = 0
+            while first[j + 1] <= blk:
+                j = j + 1
+            n0 = (blk - first[j]) * ROW_BLOCK
+            n1 = min(rows[j], n0 + ROW_BLOCK)
+            for m in range(B):
+                os_dot_bf16_rows(x + m * K, 1, <const unsigned short *> ws[j], K, bias, ys[j] + m * rows[j],
+                                 rows[j], n0, n1)
+            if to_bf16:
+                _round_columns(ys[j], B, rows[j], n0, n1)
+        return 0
+    if bf16:
+        xp = <float *> malloc(max(1, B * K) * sizeof(float))
+        if xp == NULL:
+            return -1
+        for m in range(B):
+            os_pair_permute(x + m * K, xp + m * K, K)
+    for t in prange(nt, schedule="static", num_threads=nt):
+        _bgemv_span(x, xp, B, ws, bf16, bias, ys, rows, n, K, total * t // nt, total * (t + 1) // nt, to_bf16)
+    free(xp)
+    return 0
+
+
+def linear_rows(const float[:, ::1] x,  # IN  (B, K): one activation row per sequence
+                object w,               # IN  (N, K) float32 or bf16 bits
+                const float[::1] bias,  # IN  (N,) or None
+                float[:, ::1] y,        # OUT (B, N)
+                int n_threads,
+                bint to_bf16=False):
+    """y[b] = x[b] @ w.T + bias, each row bit-identical to the one-row GEMV
+    (linear_f32 / linear_bf16 with M = 1); the weights are read once for all rows."""
+    cdef const void *wp[1]
+    cdef float *yp[1]
+    cdef os_idx rows[1]
+    cdef os_idx cols
+    cdef bint bf16 = w.dtype.itemsize == 2
+    cdef const float *bp = &bias[0] if bias is not None else NULL
+    cdef int rc
+    wp[0] = _matrix_data(w, &rows[0], &cols)
+    if cols != x.shape[1] or y.shape[0] != x.shape[0] or y.shape[1] != rows[0]:
+        raise ValueError(f"linear_rows: x {x.shape[0]} x {x.shape[1]}, w {rows[0]} x {cols} and "
+                         f"y {y.shape[0]} x {y.shape[1]} do not fit")
+    if x.shape[0] == 0 or rows[0] == 0:
+        return
+    yp[0] = &y[0, 0]
+    with nogil:
+        rc = _bgemv_many(&x[0, 0], x.shape[0], wp, bf16, bp, yp, rows, 1, x.shape[1], n_threads, to_bf16)
+    if rc:
+        raise MemoryError(f"linear_rows needs {x.shape[0]} x {x.shape[1]} float32 of scratch")
+
+
+cdef int _attention_batch(const float *q, const void **k, const void **v, bint bf16kv, const os_idx *pos,
+                          os_idx B, os_idx H, os_idx hd, os_idx Hkv, float scale, float *out, int n_threads,
+                          bint to_bf16) noexcept nogil:
+    """One query row per sequence b over its own cache (keys 0..pos[b]), in one
+    parallel region: each (row, share of kv heads) task is _attention_rows's task
+    for that sequence alone, with the same shares, so the same bits."""
+    cdef os_idx group = H // Hkv, task, b, s, g0, g1, shares, n_tasks, most = 1
+    cdef int nt
+    cdef float *scores
+    cdef os_idx per_thread
+    for b in range(B):
+        most = max(most, pos[b] + 1)
+    per_thread = H * most
+    shares = max(1, min(Hkv, n_threads))
+    n_tasks = B * shares
+    nt = _threads_for(n_tasks, n_threads)
+    scores = <float *> malloc(nt * per_thread * sizeof(float))
+    if scores == NULL:
+        return -1
+    for task in prange(n_tasks, schedule="static", num_threads=nt):
+        b = task // shares
+        s = task % shares
+        g0 = Hkv * s // shares
+        g1 = Hkv * (s + 1) // shares
+        if not bf16kv:
+            os_attention_heads(q + b * H * hd, <const float *> k[b], <const float *> v[b], Hkv * hd, pos[b] + 1,
+                               hd, group, g0, g1, scale, scores + threadid() * per_thread, out + b * H * hd)
+        else:
+            os_attention_heads_bf16kv(q + b * H * hd, <const unsigned short *> k[b],
+                                      <const unsigned short *> v[b], Hkv * hd, pos[b] + 1, hd, group, g0, g1,
+                                      scale, scores + threadid() * per_thread, out + b * H * hd)
+        if to_bf16:
+            os_round_bf16(out + (b * H + g0 * group) * hd, out + (b * H + g0 * group) * hd,
+                          (g1 - g0) * group * hd)
+    free(scores)
+    return 0
+
+
+def decoder_layer_step_batch(DecoderLayer layer,
+                             float[:, ::1] hidden,              # IN/OUT (B, D) residual streams, in place
+                             tuple k_caches,                    # IN/OUT B arrays (n_layers, capacity_b, Hkv, hd)
+                             tuple v_caches,                    # IN/OUT the same shapes
+                             Py_ssize_t index,                  # which layer of the caches
+                             const long long[::1] positions,   # IN  (B,) each token's position
+                             const float[:, ::1] cos,           # IN  (B, head_dim) rotary rows of the positions
+                             const float[:, ::1] sin,           # IN  (B, head_dim)
+                             float scale,
+                             int n_threads,
+                             bint to_bf16=False):
+    """One token of each of B sequences through ``layer``: DecoderLayer.step on
+    every row, bit for bit, with each matrix read once for all rows.
+
+    The caches are every layer's (the decoder's KVCache.k / .v of each sequence),
+    all float32 or all bf16 bits; row positions[b] of layer ``index`` of cache b
+    receives that sequence's key and value.
+    """
+    cdef os_idx B = hidden.shape[0], D = layer.hidden_size, H = layer.n_heads, Hkv = layer.n_kv_heads
+    cdef os_idx hd = layer.head_dim, I = layer.intermediate_size, qn = H * hd, kn = Hkv * hd, i, b
+    cdef float eps = layer._eps
+    cdef bint bf16kv, wb = layer._bf16_weights
+    cdef float *buf
+    cdef float *x
+    cdef float *q
+    cdef float *k
+    cdef float *v
+    cdef float *qr
+    cdef float *kr
+    cdef float *att
+    cdef float *o
+    cdef float *gate
+    cdef float *up
+    cdef float *act
+    cdef float *h
+    cdef float *ys[3]
+    cdef const void **kp
+    cdef const void **vp
+    cdef os_idx *pos
+    cdef float[:, :, :, ::1] kf
+    cdef float[:, :, :, ::1] vf
+    cdef unsigned short[:, :, :, ::1] kb
+    cdef unsigned short[:, :, :, ::1] vb
+    cdef list views = []
+    cdef int rc = 0
+    if B == 0:
+        return
+    if hidden.shape[1] != D or cos.shape[0] != B or sin.shape[0] != B or positions.shape[0] != B:
+        raise ValueError(f"hidden ({B}, {hidden.shape[1]}), positions {positions.shape[0]}, cos {cos.shape[0]}, "
+                         f"sin {sin.shape[0]} rows; expected ({B}, {D}) and {B} rows each")
+    if cos.shape[1] != hd or sin.shape[1] != hd:
+        raise ValueError(f"cos and sin rows hold {cos.shape[1]} and {sin.shape[1]} values; expected {hd}")
+    if len(k_caches) != B or len(v_caches) != B:
+        raise ValueError(f"{len(k_caches)} key and {len(v_caches)} value caches for {B} rows")
+    bf16kv = k_caches[0].dtype.itemsize == 2
+    buf = <float *> malloc((B * (2 * D + 3 * qn + 3 * kn + 3 * I) + 1) * sizeof(float))
+    kp = <const void **> malloc(2 * B * sizeof(void *))
+    pos = <os_idx *> malloc(B * sizeof(os_idx))
+    if buf == NULL or kp == NULL or pos == NULL:
+        free(buf)
+        free(kp)
+        free(pos)
+        raise MemoryError("a batched decoder layer step needs its activations' scratch")
+    vp = kp + B
+    try:
+        for b in range(B):
+            kc, vc = k_caches[b], v_caches[b]
+            if (kc.dtype.itemsize == 2) != bf16kv or (vc.dtype.itemsize == 2) != bf16kv:
+                raise ValueError("the caches mix float32 and bf16; give all of one dtype")
+            if bf16kv:
+                kb, vb = kc, vc
+                views.append((kb, vb))
+                shape = (kb.shape[0], kb.shape[1], kb.shape[2], kb.shape[3])
+                vshape = (vb.shape[0], vb.shape[1], vb.shape[2], vb.shape[3])
+            else:
+                kf, vf = kc, vc
+                views.append((kf, vf))
+                shape = (kf.shape[0], kf.shape[1], kf.shape[2], kf.shape[3])
+                vshape = (vf.shape[0], vf.shape[1], vf.shape[2], vf.shape[3])
+            if shape != vshape or shape[2] != Hkv or shape[3] != hd or not 0 <= index < shape[0]:
+                raise ValueError(f"caches of sequence {b} have shapes {shape} and {vshape}; expected "
+                                 f"(n_layers > {index}, capacity, {Hkv}, {hd}) each")
+            if not 0 <= positions[b] < shape[1]:
+                raise ValueError(f"position {positions[b]} of sequence {b} is outside its cache's 0..{shape[1] - 1}")
+            pos[b] = positions[b]
+            if bf16kv:
+                kp[b] = &kb[index, 0, 0, 0]
+                vp[b] = &vb[index, 0, 0, 0]
+            else:
+                kp[b] = &kf[index, 0, 0, 0]
+                vp[b] = &vf[index, 0, 0, 0]
+        x = buf
+        q = x + B * D
+        k = q + B * qn
+        v = k + B * kn
+        qr = v + B * kn
+        kr = qr + B * qn
+        att = kr + B * kn
+        o = att + B * qn
+        gate = o + B * D
+        up = gate + B * I
+        act = up + B * I
+        h = &hidden[0, 0]
+        with nogil:
+            # attention block: q, k, v of every row in one region
+            for b in range(B):
+                _rms_norm_rounded(h + b * D, layer._norm[0], eps, x + b * D, D, to_bf16)
+            ys[0], ys[1], ys[2] = q, k, v
+            rc = _bgemv_many(x, B, &layer._w[0], wb, NULL, ys, &layer._rows[0], 3, D, n_threads, to_bf16)
+            if rc == 0:
+                for b in range(B):
+                    for i in range(H):
+                        _rms_norm_rounded(q + b * qn + i * hd, layer._norm[2], eps, q + b * qn + i * hd, hd,
+                                          to_bf16)
+                    for i in range(Hkv):
+                        _rms_norm_rounded(k + b * kn + i * hd, layer._norm[3], eps, k + b * kn + i * hd, hd,
+                                          to_bf16)
+                    os_rope_token(q + b * qn, &cos[b, 0], &sin[b, 0], qr + b * qn, H, hd)
+                    os_rope_token(k + b * kn, &cos[b, 0], &sin[b, 0], kr + b * kn, Hkv, hd)
+                    if to_bf16:
+                        os_round_bf16(qr + b * qn, qr + b * qn, qn)
+                        os_round_bf16(kr + b * kn, kr + b * kn, kn)
+                    if bf16kv:
+                        os_f32_to_bf16(kr + b * kn, <unsigned short *> kp[b] + pos[b] * kn, kn)
+                        os_f32_to_bf16(v + b * kn, <unsigned short *> vp[b] + pos[b] * kn, kn)
+                    else:
+                        memcpy(<float *> kp[b] + pos[b] * kn, kr + b * kn, kn * sizeof(float))
+                        memcpy(<float *> vp[b] + pos[b] * kn, v + b * kn, kn * sizeof(float))
+                rc = _attention_batch(qr, kp, vp, bf16kv, pos, B, H, hd, Hkv, scale, att, n_threads, to_bf16)
+            if rc == 0:
+                ys[0] = o
+                rc = _bgemv_many(att, B, &layer._w[3], wb, NULL, ys, &layer._rows[3], 1, qn, n_threads, to_bf16)
+            if rc == 0:
+                for b in range(B):
+                    _add_rounded(h + b * D, o + b * D, D, to_bf16)
+                    # MLP block
+                    _rms_norm_rounded(h + b * D, layer._norm[1], eps, x + b * D, D, to_bf16)
+                ys[0], ys[1] = gate, up
+                rc = _bgemv_many(x, B, &layer._w[4], wb, NULL, ys, &layer._rows[4], 2, D, n_threads, to_bf16)
+            if rc == 0:
+                for b in range(B):
+                    os_swiglu(gate + b * I, up + b * I, act + b * I, I)
+                    if to_bf16:
+                        os_round_bf16(act + b * I, act + b * I, I)
+                ys[0] = o
+                rc = _bgemv_many(act, B, &layer._w[6], wb, NULL, ys, &layer._rows[6], 1, I, n_threads, to_bf16)
+            if rc == 0:
+                for b in range(B):
+                    _add_rounded(h + b * D, o + b * D, D, to_bf16)
+    finally:
+        free(buf)
+        free(kp)
+        free(pos)
+    if rc:
+        raise MemoryError("a batched decoder layer step could not allocate its GEMV or attention scratch")

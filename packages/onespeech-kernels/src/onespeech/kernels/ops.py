@@ -93,6 +93,7 @@ __all__ = [
     "linear",
     "linear_int8",
     "linear_many",
+    "linear_rows",
     "rms_norm",
     "rope",
     "round_bf16",
@@ -1050,6 +1051,47 @@ class DecoderLayer:
         """
         self._kernel.step(hidden, k_cache, v_cache, pos, cos, sin, scale, get_threads(), round_to_bf16)
 
+    def step_batch(
+        self,
+        hidden: np.ndarray,
+        k_caches: list[np.ndarray] | tuple[np.ndarray, ...],
+        v_caches: list[np.ndarray] | tuple[np.ndarray, ...],
+        layer: int,
+        positions: np.ndarray,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        scale: float,
+        *,
+        round_to_bf16: bool = False,
+    ) -> None:
+        """`step` for one token of each of several sequences, each matrix read once for all.
+
+        Row ``b`` of ``hidden`` ends bit-identical to ``step`` on that row alone
+        with sequence ``b``'s cache (see `linear_rows` for why the products keep
+        each row's summation order).
+
+        Parameters
+        ----------
+        hidden : ndarray[float32], shape (B, hidden_size), C-contiguous, writable
+            One residual stream per sequence, replaced by the layer's outputs.
+        k_caches, v_caches : B ndarrays[float32 | uint16 (bf16)], shape (n_layers, capacity_b, n_kv_heads, head_dim)
+            Each sequence's whole cache (all of one dtype); row ``positions[b]`` of
+            layer ``layer`` of cache ``b`` receives its key and value.
+        layer : int
+            The index of this layer in the caches.
+        positions : ndarray[int64], shape (B,)
+            Each token's position; keys ``0..positions[b]`` of its own cache are attended.
+        cos, sin : ndarray[float32], shape (B, head_dim)
+            The rotary table rows of the positions.
+        scale, round_to_bf16
+            As for `step`.
+        """
+        positions = np.ascontiguousarray(positions, dtype=np.int64)
+        _kernels.decoder_layer_step_batch(
+            self._kernel, hidden, tuple(k_caches), tuple(v_caches), layer, positions,
+            _array("cos", cos), _array("sin", sin), scale, get_threads(), round_to_bf16,
+        )
+
 
 def decoder_layer(
     matrices: tuple[np.ndarray, ...],
@@ -1088,3 +1130,43 @@ def decoder_layer(
         _ndim(f"norms[{i}]", v, 1, "(D,)")
     vecs = tuple(_f32(v) for v in vecs)
     return DecoderLayer(_kernels.DecoderLayer(mats, vecs, n_heads, n_kv_heads, head_dim, _eps(eps)))
+
+
+# batched decode --------------------------------------------------------------------------
+
+
+def linear_rows(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *, round_to_bf16: bool = False) -> np.ndarray:
+    """``[linear(x[b], w, bias) for b]``, bit for bit, with the weights read once for all rows.
+
+    Batched decoding multiplies one row per live sequence by each matrix. `linear`
+    on those rows would take the small-batch GEMM, BLAS or our GEMM, which sum
+    each output in another order than the one-row decode GEMV, so a sequence
+    decoded beside others would get other bits than decoded alone. Here each
+    output is the one-row GEMV's arithmetic on its own row (`_batch_gemv_impl.h`);
+    only the order in which outputs are computed changes: a tile of weight rows is
+    used for every activation row while it is in cache.
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (B, K)
+    w : ndarray[float32 | uint16 (bf16)], shape (N, K)
+    bias : ndarray[float32 | uint16 (bf16)], shape (N,), optional
+    round_to_bf16 : bool
+        As for `linear`.
+
+    Returns
+    -------
+    ndarray[float32], shape (B, N)
+    """
+    x = _array("x", x)
+    _ndim("x", x, 2, "(B, K)")
+    w = _matrix_for("w", w, x)
+    if bias is not None:
+        bias = _f32(_vector("bias", bias, w.shape[0]))
+    if _kernels is None:
+        # the numpy path of a single row, row by row
+        rows = [linear(x[b], w, bias, round_to_bf16=round_to_bf16) for b in range(x.shape[0])]
+        return np.stack(rows) if rows else np.empty((0, w.shape[0]), np.float32)
+    y = _empty((x.shape[0], w.shape[0]))
+    _kernels.linear_rows(x, w, bias, y, get_threads(), round_to_bf16)
+    return y

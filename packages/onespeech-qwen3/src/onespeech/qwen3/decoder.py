@@ -15,7 +15,9 @@ position and the result is plain 1-D rope with theta = rope_theta.
 
 One shape plan is kept: the cache is sized for prompt + max_new_tokens of the
 current request; a request of another size replaces it (the old one is dropped,
-never reused for autoregressive generation).
+never reused for autoregressive generation). Batched decoding
+(`onespeech.qwen3.batch_decode`) gives each sequence a cache of its own
+(`new_cache`) and advances all live sequences one token per `step_batch`.
 """
 
 from __future__ import annotations
@@ -96,11 +98,17 @@ def _every_layer(buffer: np.ndarray, n_layers: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Generation:
-    """Greedy ids after the prompt; ``finished`` is True if an end token stopped it."""
+    """Greedy ids after the prompt; ``finished`` is True if an end token stopped it.
+
+    ``first_logits``: the prefill's last-position logits, if asked. ``logits``: if
+    asked, the logits of every choice in order (the first is ``first_logits``; one
+    more than ``ids`` when an end token stopped it), before end ids are masked.
+    """
 
     ids: list[int]
     finished: bool
     first_logits: np.ndarray | None = None
+    logits: tuple[np.ndarray, ...] | None = None
 
 
 class Qwen3Decoder:
@@ -191,6 +199,21 @@ class Qwen3Decoder:
         """Drop the cache plan."""
         self._cache = None
 
+    def new_cache(self, capacity: int) -> KVCache:
+        """A cache of its own for one sequence of a batch (the plan of `cache_for` is not touched)."""
+        if capacity < 1:
+            raise ValueError(f"cache capacity {capacity} must be at least 1")
+        return KVCache(self.dims, capacity, self._bf16_cache)
+
+    def kv_bytes(self, capacity: int) -> int:
+        """Bytes of a cache of ``capacity`` positions: keys and values of every layer.
+
+        2 x num_layers x capacity x num_kv_heads x head_dim x (4 bytes, or 2 under
+        BF16 precision, whose cache holds bfloat16 bits).
+        """
+        d = self.dims
+        return 2 * d.num_layers * capacity * d.num_kv_heads * d.head_dim * (2 if self._bf16_cache else 4)
+
     # -- forward passes -------------------------------------------------------------------
 
     def forward(self, embeds: np.ndarray, cache: KVCache, cancel: Cancel = None) -> np.ndarray:
@@ -230,6 +253,53 @@ class Qwen3Decoder:
                 hidden = self._layer(hidden, layer, cache, pos, cos, sin)
         cache.length = pos + n
         return ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps, round_to_bf16=self._bf16)
+
+    def step_batch(self, tokens: Sequence[int], caches: Sequence[KVCache], cancel: Cancel = None) -> np.ndarray:
+        """One token of each of several sequences, each with its own cache: logits f32[B, V].
+
+        Row ``b`` is bit for bit what ``logits(forward(embed([tokens[b]]), caches[b])[-1])``
+        gives for that sequence alone: the fused layers' `step_batch` and
+        `ops.linear_rows` keep every row's one-row summation order, and the
+        norms, rotary positions and attention work row by row over each
+        sequence's own cache and positions. Each matrix is read once per call
+        for all rows. Without compiled kernels the sequences run one by one.
+
+        Parameters
+        ----------
+        tokens : sequence of int, length B
+            Each sequence's last chosen id (its input at position ``caches[b].length``).
+        caches : sequence of KVCache, length B, distinct
+            Each advanced by one position.
+        cancel : threading.Event-like, callable or None
+            Checked between layers.
+        """
+        if len(tokens) != len(caches) or not tokens:
+            raise ValueError(f"{len(tokens)} tokens for {len(caches)} caches; give one token per cache, at least one")
+        if len({id(c) for c in caches}) != len(caches):
+            raise ValueError("step_batch needs a cache of its own per sequence; one cache was given twice")
+        for c in caches:
+            if c.length >= c.capacity:
+                raise ValueError(f"{c.length + 1} positions exceed the cache plan of {c.capacity}")
+        embeds = self.embed(np.asarray(tokens, dtype=np.int64))
+        if self._fused is None:
+            rows = [self.logits(self.forward(embeds[b : b + 1], c, cancel)[-1]) for b, c in enumerate(caches)]
+            return np.stack(rows)
+        # the same input rounding as `forward` (a fresh array either way: updated in place)
+        hidden = ops.round_bf16(embeds) if self._bf16 else np.ascontiguousarray(embeds, dtype=np.float32).copy()
+        positions = np.array([c.length for c in caches], dtype=np.int64)
+        cos = np.stack([c.cos[c.length] for c in caches])
+        sin = np.stack([c.sin[c.length] for c in caches])
+        ks, vs = [c.k for c in caches], [c.v for c in caches]
+        scale = self.dims.head_dim**-0.5
+        for layer in range(self.dims.num_layers):
+            raise_if_cancelled(cancel)
+            self._fused[layer].step_batch(hidden, ks, vs, layer, positions, cos, sin, scale, round_to_bf16=self._bf16)
+        for c in caches:
+            c.length += 1
+        normed = ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps, round_to_bf16=self._bf16)
+        if self._head is None:
+            raise ValueError("this decoder was built without an output head")
+        return ops.linear_rows(normed, self._head, round_to_bf16=self._bf16)
 
     def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
         """Causal full-sequence forward without keeping a cache (the aligner's pass).
@@ -338,6 +408,7 @@ class Qwen3Decoder:
         cancel: Cancel = None,
         keep_first_logits: bool = False,
         min_new_tokens: int = 0,
+        keep_logits: bool = False,
     ) -> Generation:
         """Greedy decoding after a prompt, with fresh state.
 
@@ -357,6 +428,8 @@ class Qwen3Decoder:
         min_new_tokens : int
             End tokens are masked out until this many ids exist (as transformers'
             ``min_new_tokens``); for parity runs past an early end.
+        keep_logits : bool
+            Return every choice's logits (``Generation.logits``; tests of batched decoding).
         """
         eos = set(int(i) for i in eos_ids)
         cache = self.cache_for(embeds.shape[0] + max_new_tokens)
@@ -364,16 +437,23 @@ class Qwen3Decoder:
         logits = self.logits(hidden[-1])
         first = logits.copy() if keep_first_logits else None
         ids: list[int] = []
+        kept: list[np.ndarray] | None = [] if keep_logits else None
         eos_rows = np.array(sorted(eos), dtype=np.int64)
         while True:
+            if kept is not None:
+                kept.append(logits.copy())
             if len(ids) < min_new_tokens and eos_rows.size:
                 logits[eos_rows] = -np.inf
             token = ops.argmax(logits)
             if token in eos:
-                return Generation(ids, True, first)
+                return Generation(ids, True, first, _kept(kept))
             ids.append(token)
             if len(ids) >= max_new_tokens:
-                return Generation(ids, False, first)
+                return Generation(ids, False, first, _kept(kept))
             raise_if_cancelled(cancel)
             hidden = self.forward(self.embed(np.array([token])), cache, cancel)
             logits = self.logits(hidden[-1])
+
+
+def _kept(logits: list[np.ndarray] | None) -> tuple[np.ndarray, ...] | None:
+    return None if logits is None else tuple(logits)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.backbone import Qwen3Backbone
+from onespeech.qwen3.batch_decode import BatchLimits, generate_batch
 from onespeech.qwen3.decoder import Generation
 from onespeech.qwen3.encoder import ENCODER_ATTENTION
 from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
@@ -420,6 +421,89 @@ class Qwen3Recognizer:
                 min_new_tokens=min_new_tokens,
             )
             return ChunkRecognition(mel, audio_embeds, prompt, generation)
+
+    def recognize_batch(
+        self,
+        chunks: Sequence[np.ndarray],
+        language: str | None = None,
+        max_new_tokens: int | None = None,
+        cancel: Cancel = None,
+        *,
+        limits: BatchLimits | None = None,
+        keep_first_logits: bool = False,
+        keep_logits: bool = False,
+        min_new_tokens: int = 0,
+    ) -> list[ChunkRecognition]:
+        """`recognize` of several bounded chunks, their decode steps run together.
+
+        Each chunk is encoded and prefilled alone when it joins the batch; then each
+        decode step advances every live chunk by one token, reading the decoder's
+        weights once for all (`onespeech.qwen3.batch_decode`). Every result equals
+        ``recognize`` of that chunk alone bit for bit (ids, ``finished``, kept logits),
+        under the same thread count.
+
+        Parameters
+        ----------
+        chunks : sequence of ndarray[float32], shape (n_samples,)
+            16 kHz mono PCM, each more than 200 samples and at most 30 s.
+        language : str | None
+            A tag or name forcing the language of every chunk; None lets the model identify it.
+        max_new_tokens : int | None
+            Per chunk, 1..4096 (default: the options' value); a chunk reaching it stops
+            there (``generation.finished`` False), as in ``generate``.
+        cancel : threading.Event-like, callable or None
+            Checked between encoder and decoder layers and between steps.
+        limits : BatchLimits, optional
+            KV-cache budget and largest batch (defaults: 1 GiB of caches counted at
+            full capacity, 8 chunks).
+        keep_first_logits, keep_logits, min_new_tokens
+            As for `recognize` and `Qwen3Decoder.generate`.
+
+        Returns
+        -------
+        list of ChunkRecognition, one per chunk in order.
+
+        Raises
+        ------
+        PcmError
+            A chunk that is empty, too short, over 30 s, nonfinite or power-overflowing.
+        UnsupportedLanguageError
+        RecognitionCancelled
+        ObjectClosedError
+        """
+        check_cancel(cancel)
+        limit = self.options.max_new_tokens if max_new_tokens is None else _check_max_new_tokens(max_new_tokens)
+        name = self.languages.resolve(language)
+        pcms = [validate_pcm(c, max_samples=MAX_CHUNK_SAMPLES, allow_empty=False) for c in chunks]
+        staged: list[tuple[np.ndarray, np.ndarray, Prompt]] = []
+
+        def prompts() -> Iterator[np.ndarray]:
+            # each chunk's encoder pass runs only when it can join the batch
+            for pcm in pcms:
+                mel = log_mel_spectrogram(pcm)
+                audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
+                prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], name)
+                self._check_positions(len(prompt.ids) + limit)
+                embeds = self.decoder.embed(prompt.ids)
+                embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+                staged.append((mel, audio_embeds, prompt))
+                yield embeds
+
+        with self._lock:
+            self._check_open()
+            with thread_limit(self.options.threads):
+                generations = generate_batch(
+                    self.decoder,
+                    prompts(),
+                    limit,
+                    self.config.eos_token_ids,
+                    cancel,
+                    limits=limits,
+                    keep_first_logits=keep_first_logits,
+                    keep_logits=keep_logits,
+                    min_new_tokens=min_new_tokens,
+                )
+        return [ChunkRecognition(*stage, generation) for stage, generation in zip(staged, generations, strict=True)]
 
     # -- stages -----------------------------------------------------------------------
 
