@@ -49,6 +49,10 @@ from onespeech.speech.speakers.segmentation import (
 __all__ = ["DiarizationOptions", "Diarizer", "Turn", "diarize", "speaker_label"]
 
 _ARRAY_BLOCK = 1 << 16  # samples per block when the audio is one array (views, no copies)
+# pieces clustered at most: average linkage holds n x n distances (and scans them n times), which
+# for the ~2400 pieces of two hours of talk was 46 MB a matrix; beyond this many, the longest are
+# clustered (2 MB) and every piece is then labelled against their centroids
+MAX_CLUSTERED = 512
 
 
 @dataclass(frozen=True)
@@ -185,12 +189,13 @@ class Diarizer:
 
 def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationOptions) -> np.ndarray:
     """Unit centroids (K, 256) of the speakers found among ``pieces``."""
-    embeddings = np.stack([p.embedding for p in pieces])
     durations = np.array([p.seconds for p in pieces])
     core = np.nonzero(durations >= options.min_cluster_seconds)[0]
     if core.size < max(2, count or 0):
         core = np.arange(len(pieces))
-    e, w = embeddings[core], durations[core]
+    if core.size > MAX_CLUSTERED:  # the longest pieces carry the most voice; the others are assigned later
+        core = np.sort(core[np.argsort(-durations[core], kind="stable")[:MAX_CLUSTERED]])
+    e, w = np.stack([pieces[i].embedding for i in core]), durations[core]
     if count is not None:
         labels = given_count(e, w, count)
     else:
