@@ -50,8 +50,9 @@ __all__ = ["DiarizationOptions", "Diarizer", "Turn", "diarize", "speaker_label"]
 
 _ARRAY_BLOCK = 1 << 16  # samples per block when the audio is one array (views, no copies)
 # pieces clustered at most: average linkage holds n x n distances (and scans them n times), which
-# for the ~2400 pieces of two hours of talk was 46 MB a matrix; beyond this many, the longest are
-# clustered (2 MB) and every piece is then labelled against their centroids
+# for the ~2400 pieces of two hours of talk was 46 MB a matrix; beyond this many, as many pieces
+# evenly spread over the file are clustered (2 MB) and every piece is then labelled against their
+# centroids
 MAX_CLUSTERED = 512
 
 
@@ -193,8 +194,8 @@ def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationO
     core = np.nonzero(durations >= options.min_cluster_seconds)[0]
     if core.size < max(2, count or 0):
         core = np.arange(len(pieces))
-    if core.size > MAX_CLUSTERED:  # the longest pieces carry the most voice; the others are assigned later
-        core = np.sort(core[np.argsort(-durations[core], kind="stable")[:MAX_CLUSTERED]])
+    if core.size > MAX_CLUSTERED:  # evenly spread over the file, so each speaker keeps its share of them
+        core = core[np.linspace(0, core.size - 1, MAX_CLUSTERED).round().astype(np.int64)]
     e, w = np.stack([pieces[i].embedding for i in core]), durations[core]
     if count is not None:
         labels = given_count(e, w, count)
