@@ -1,15 +1,19 @@
 """transcribe(file): peak memory against audio length and model size, and speed against the reference.
 
-    python benchmarks/bench_transcribe.py memory [--minutes 1 60]
+    python benchmarks/bench_transcribe.py memory [--minutes 1 60] [--cases silence3 every40 every5 continuous]
     python benchmarks/bench_transcribe.py full [--tokens 32] [--threads 2] [--clip jfk.flac]
                                                [--reference-python PYTHON]
 
 ``memory``: the full path (decode, VAD chunks, recognition, release, replay, alignment)
 on the tiny checkpoints (``onespeech_tools.checkpoints``; the aligner with ``max_slot``,
 the ASR plain so that every chunk runs the full token budget, or with ``--ending`` the
-variant whose answers end; docs/checkpoints.md) over a clip made of real speech and 3 s silences repeated to 1
-minute and to 60 minutes. Each run is a process of its own; prints each peak RSS and
-their ratio (the spec: within 5%).
+variant whose answers end; docs/checkpoints.md) with speakers attributed (the default), over
+clips of real speech repeated to 1 minute and to 60 minutes, in the layouts of
+``--cases`` (default all): ``silence3`` the clips with 3 s silences between; ``every40`` and ``every5``
+4 s of speech starting every 40 s and every 5 s (sparse speech: the VAD, the planner and
+the speaker stage see a region per period); ``continuous`` the clips back to back. Each
+run is a process of its own; prints each peak RSS and, per case, the ratio of each
+length to the first (the spec: within 5%).
 
 ``full``: the full-size 0.6B ASR and 0.6B aligner checkpoints (seeded random weights,
 generated into build/checkpoints on first use; FP32). Prints our peak RSS against the
@@ -64,7 +68,8 @@ def worker_ours(args: argparse.Namespace) -> dict:
     seconds = time.perf_counter() - start
     timed = sum(w.start is not None for w in document.words)
     return {"seconds": seconds, "peak_rss": _peak_rss(), "duration": document.duration,
-            "segments": len(document.segments), "words": len(document.words), "timed_words": timed}
+            "segments": len(document.segments), "words": len(document.words), "timed_words": timed,
+            "speakers": len(document.speakers)}
 
 
 def worker_reference(args: argparse.Namespace) -> dict:
@@ -104,16 +109,29 @@ def _shared_data() -> Path:
     return shared_data_or_skip("the speech clips, tokenizer files and Silero VAD")
 
 
-def _clip(data: Path, minutes: float, out: Path) -> Path:
-    """Real speech and 3 s silences, repeated to ``minutes`` (16 kHz FLAC)."""
+CASES = {  # name: (seconds of speech per clip or None for the whole clip, seconds from one start to the next)
+    "silence3": (None, None),  # each whole clip, then 3 s of silence
+    "every40": (4.0, 40.0),
+    "every5": (4.0, 5.0),
+    "continuous": (None, 0.0),  # the clips back to back
+}
+
+
+def _clip(data: Path, minutes: float, out: Path, case: str = "silence3") -> Path:
+    """Real speech laid out as ``case`` says (``CASES``), repeated to ``minutes`` (16 kHz FLAC)."""
     import numpy as np
     import soundfile
 
     from onespeech.features import load_audio
 
+    speech, period = CASES[case]
     pattern = []
     for name in PATTERN:
-        pattern += [load_audio(data / "audio" / name), np.zeros(3 * SR, dtype=np.float32)]
+        pcm = load_audio(data / "audio" / name)
+        if speech is not None:
+            pcm = pcm[: int(speech * SR)]
+        gap = 3 * SR if period is None else max(0, int(period * SR) - pcm.shape[0])
+        pattern += [pcm, np.zeros(gap, dtype=np.float32)]
     unit = np.concatenate(pattern)
     n = int(minutes * 60 * SR)
     with soundfile.SoundFile(out, "w", SR, 1, subtype="PCM_16") as sound:
@@ -143,19 +161,24 @@ def bench_memory(args: argparse.Namespace) -> None:
         asr = _checkpoint("asr-tiny", "tiny", "asr", data)
     aligner = _checkpoint("aligner-tiny-slots", "tiny", "aligner", data, max_slot=120)
     vad = data / "models" / "silero_vad.onnx"
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for minutes in args.minutes:
-            clip = _clip(data, minutes, Path(tmp) / f"speech-{minutes:g}min.flac")
-            result = _run_worker(sys.executable, "ours", audio=clip, asr=asr, aligner=aligner, tokens=args.tokens,
-                                 threads=args.threads, language="en", vad=vad)
-            rows.append((minutes, result))
-            print(f"{minutes:g} min: peak RSS {_mb(result['peak_rss'])}, {result['seconds']:.1f} s "
-                  f"(RTF {result['seconds'] / result['duration']:.3f}), {result['segments']} segments, "
-                  f"{result['timed_words']}/{result['words']} words timed", flush=True)
-    base = rows[0][1]["peak_rss"]
-    for minutes, result in rows[1:]:
-        print(f"peak RSS {minutes:g} min / {rows[0][0]:g} min: {result['peak_rss'] / base:.3f}")
+    # the speaker encoder from the shared data (converted once into the cache), never downloaded
+    os.environ.setdefault("ONESPEECH_SPEAKER_MODEL", str(data / "models" / "resemblyzer_pretrained.pt"))
+    for case in args.cases:
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for minutes in args.minutes:
+                clip = _clip(data, minutes, Path(tmp) / f"speech-{minutes:g}min.flac", case)
+                result = _run_worker(sys.executable, "ours", audio=clip, asr=asr, aligner=aligner,
+                                     tokens=args.tokens, threads=args.threads, language="en", vad=vad)
+                rows.append((minutes, result))
+                print(f"{case} {minutes:g} min: peak RSS {_mb(result['peak_rss'])}, {result['seconds']:.1f} s "
+                      f"(RTF {result['seconds'] / result['duration']:.3f}), {result['segments']} segments, "
+                      f"{result['timed_words']}/{result['words']} words timed, "
+                      f"{result['speakers']} speakers", flush=True)
+        base = rows[0][1]["peak_rss"]
+        for minutes, result in rows[1:]:
+            print(f"{case}: peak RSS {minutes:g} min / {rows[0][0]:g} min: {result['peak_rss'] / base:.3f}",
+                  flush=True)
 
 
 def bench_full(args: argparse.Namespace) -> None:
@@ -192,6 +215,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", nargs="?", choices=("memory", "full"), default="memory")
     parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 60.0])
+    parser.add_argument("--cases", nargs="+", choices=tuple(CASES), default=list(CASES),
+                        help="memory: how speech and silence alternate in the clip")
     parser.add_argument("--tokens", type=int, default=None, help="token budget per chunk (memory 64, full 32)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--clip", default="jfk.flac")

@@ -92,3 +92,28 @@ def test_max_samples_bound() -> None:
 def test_a_file_name_is_refused_with_the_loader_named(source) -> None:
     with pytest.raises(PcmShapeError, match=r"where 16 kHz mono PCM samples are expected.*load_audio\(path\)"):
         validate_pcm(source)
+
+
+def test_streamed_pcm_checks_values_per_block_and_length_and_power_on_the_whole() -> None:
+    from onespeech.features.pcm import StreamedPcm
+
+    checks = StreamedPcm()
+    for block in (np.zeros(150, np.float32), np.zeros(0), np.zeros(51, np.float64)):
+        assert checks.block(block).dtype == np.float32  # blocks of any length, 200 samples or fewer too
+    assert checks.finish() == 201
+    short = StreamedPcm()
+    short.block(np.zeros(120, np.float32))
+    short.block(np.zeros(80, np.float32))
+    with pytest.raises(PcmTooShortError, match="audio has 200 samples"):
+        short.finish()
+    assert StreamedPcm().finish() == 0  # empty audio is valid
+    nan = StreamedPcm()
+    nan.block(np.zeros(300, np.float32))
+    with pytest.raises(NonFiniteSampleError, match="sample 305 is nan"):  # on the audio's clock
+        nan.block(np.array([0, 0, 0, 0, 0, np.nan], np.float32))
+    loud = StreamedPcm()
+    loud.block(np.full(2, 1.3e19, np.float32))  # power 3.4e38: each block alone fits float32
+    with pytest.raises(PcmPowerOverflowError):
+        loud.block(np.full(2, 1.3e19, np.float32))
+    with pytest.raises(PcmShapeError):
+        StreamedPcm().block(np.zeros((2, 2), np.float32))

@@ -41,10 +41,24 @@ def test_a_buffer_is_reused_only_when_nothing_holds_it() -> None:
     del view
     assert id(ops._empty(BIG).base) == first
     assert id(ops._empty((1000, 600)).base) == first  # by size: any shape of as many values
-    assert id(ops._empty((601, 1000)).base) not in (first, id(b.base))
+    bigger = ops._empty((601, 1000))  # no free buffer holds it: a new one, the smaller free one dropped
+    assert bigger.base.size == 601 * 1000 + 16
+    assert sorted(held.size for held in ops._scratch.pool) == [600 * 1000 + 16, 601 * 1000 + 16]  # b's, bigger's
+    del bigger
+    assert ops._empty((500, 1000)).base.size == 601 * 1000 + 16  # a free larger buffer serves a smaller output
     small = ops._empty((10, 10))
     assert small.base is not None and small.base.size == 116  # small outputs are never pooled
     assert all(held.size >= ops._POOL_MIN_VALUES for held in ops._scratch.pool)
+
+
+def test_outputs_of_many_sizes_do_not_fill_the_pool() -> None:
+    # a file's chunks have many lengths: the pool keeps what is alive at once, not every size seen
+    for rows in range(1000, 400, -7):
+        ops._empty((rows, 1000))
+    assert [held.size for held in ops._scratch.pool] == [1000 * 1000 + 16]
+    for rows in range(400, 1100, 7):
+        ops._empty((rows, 1000))
+    assert len(ops._scratch.pool) == 1
 
 
 def test_results_a_caller_keeps_are_never_overwritten() -> None:

@@ -28,7 +28,7 @@ def _run(chunker: AudioChunker, pcm: np.ndarray, block: int) -> tuple[list, int]
     closed, kept = [], 0
     for i in range(0, pcm.shape[0], block):
         closed += chunker.feed(pcm[i : i + block])
-        kept = max(kept, sum(b.shape[0] for b in chunker._blocks))
+        kept = max(kept, chunker.buffered_samples)
     return closed + chunker.finish(), kept
 
 

@@ -4,6 +4,8 @@ Input to the models is 16 kHz mono float32 PCM. Empty input is valid (callers re
 an empty result); nonempty input must exceed 200 samples, because the log-mel front
 end reflects 200 samples on each side of the signal. Nonfinite samples and inputs
 whose power overflows float32 are refused, naming the offending index or value.
+Audio that arrives in blocks (a decoded file, a live stream) is checked with
+``StreamedPcm``: the value rules per block, the length and power rules on the whole.
 """
 
 from __future__ import annotations
@@ -70,6 +72,73 @@ def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None, allow_empty
         The sum of squared samples exceeds the float32 maximum (this includes float64
         samples beyond the float32 range).
     """
+    array = _pcm_array(pcm)
+    n_samples = array.shape[0]
+    if n_samples == 0 and allow_empty:
+        return np.zeros(0, dtype=np.float32)
+    if n_samples <= MIN_SAMPLES_EXCLUSIVE:
+        raise PcmTooShortError(n_samples, allow_empty)
+    if max_samples is not None and n_samples > max_samples:
+        raise PcmTooLongError(n_samples, max_samples)
+    _check_finite(array)
+    power = _power(array)
+    if power > _FLOAT32_MAX:
+        raise PcmPowerOverflowError(power)
+    samples = np.ascontiguousarray(array, dtype=np.float32)
+    return samples
+
+
+class StreamedPcm:
+    """``validate_pcm``'s rules for audio that arrives in blocks of any size.
+
+    The rules on values (1-D floating point, finite) hold for every block; the rules on
+    the whole audio (nonempty audio exceeds 200 samples, its power fits float32) are
+    about the audio, not its blocks: a 98 s file may well end with a block of 100
+    samples. ``block`` checks one block and keeps the totals; ``finish`` checks the length.
+    """
+
+    def __init__(self) -> None:
+        self.n_samples = 0
+        self.power = 0.0
+
+    def block(self, pcm: np.ndarray) -> np.ndarray:
+        """Check the next block; return it as C-contiguous float32.
+
+        Raises
+        ------
+        PcmShapeError
+            Not a one-dimensional floating-point array.
+        NonFiniteSampleError
+            A NaN or infinite sample, named by its index in the whole audio.
+        PcmPowerOverflowError
+            The audio so far has a sum of squared samples beyond the float32 maximum.
+        """
+        array = _pcm_array(pcm)
+        try:
+            _check_finite(array)
+        except NonFiniteSampleError as error:  # name the sample on the audio's clock, not the block's
+            raise NonFiniteSampleError(self.n_samples + error.index, error.value) from None
+        self.power += _power(array)
+        if self.power > _FLOAT32_MAX:
+            raise PcmPowerOverflowError(self.power)
+        self.n_samples += array.shape[0]
+        return np.ascontiguousarray(array, dtype=np.float32)
+
+    def finish(self) -> int:
+        """The end of the audio: its length in samples.
+
+        Raises
+        ------
+        PcmTooShortError
+            Nonempty audio of 200 samples or fewer.
+        """
+        if 0 < self.n_samples <= MIN_SAMPLES_EXCLUSIVE:
+            raise PcmTooShortError(self.n_samples)
+        return self.n_samples
+
+
+def _pcm_array(pcm: np.ndarray) -> np.ndarray:
+    """``pcm`` as an array, refused unless it is 1-D floating point."""
     if isinstance(pcm, (str, bytes, os.PathLike)):
         raise PcmShapeError(
             f"got {type(pcm).__name__} {pcm!r} where 16 kHz mono PCM samples are expected; "
@@ -86,23 +155,18 @@ def validate_pcm(pcm: np.ndarray, *, max_samples: int | None = None, allow_empty
             f"PCM has dtype {array.dtype}; expected float32 samples in [-1, 1] "
             "(convert integer PCM by dividing by its full-scale value)"
         )
-    n_samples = array.shape[0]
-    if n_samples == 0 and allow_empty:
-        return np.zeros(0, dtype=np.float32)
-    if n_samples <= MIN_SAMPLES_EXCLUSIVE:
-        raise PcmTooShortError(n_samples, allow_empty)
-    if max_samples is not None and n_samples > max_samples:
-        raise PcmTooLongError(n_samples, max_samples)
-    _check_finite(array)
-    # sum of squares in float64: a float32 square is at most ~1.2e77, so only float64
-    # input beyond the float32 range can overflow here, and that overflows float32 too
+    return array
+
+
+def _power(array: np.ndarray) -> float:
+    """Sum of squared samples, in float64.
+
+    A float32 square is at most ~1.2e77, so only float64 input beyond the float32 range
+    can overflow here, and that overflows float32 too.
+    """
     wide = array.astype(np.float64, copy=False)
     with np.errstate(over="ignore"):
-        power = float(np.dot(wide, wide))
-    if power > _FLOAT32_MAX:
-        raise PcmPowerOverflowError(power)
-    samples = np.ascontiguousarray(array, dtype=np.float32)
-    return samples
+        return float(np.dot(wide, wide))
 
 
 def _check_finite(array: np.ndarray) -> None:

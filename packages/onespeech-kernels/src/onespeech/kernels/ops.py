@@ -532,10 +532,16 @@ def _empty(shape: tuple[int, ...]) -> np.ndarray:
         buf = np.empty(size, np.float32)
     else:
         pool: list[np.ndarray] = _scratch.__dict__.setdefault("pool", [])
-        free = [i for i in range(len(pool)) if pool[i].size == size and _references(pool, i) <= _UNREFERENCED]
-        if free:
-            buf = pool[free[0]]
+        free = [i for i in range(len(pool)) if _references(pool, i) <= _UNREFERENCED]
+        fits = [i for i in free if pool[i].size >= size]
+        if fits:  # the smallest free buffer that holds it: any size up to the largest one kept
+            buf = pool[min(fits, key=lambda i: pool[i].size)]
         else:
+            # free buffers smaller than this one are dropped, not kept beside it: the pool then
+            # holds the largest outputs that are alive at once, not one buffer per size ever
+            # seen (inputs of varying length, such as a file's chunks, made it grow with the file)
+            for i in reversed(free):
+                del pool[i]
             buf = np.empty(size, np.float32)
             pool.append(buf)
             while len(pool) > _POOL_BUFFERS or sum(b.size for b in pool) > _POOL_MAX_VALUES:

@@ -30,11 +30,17 @@ from onespeech.features import (
     VadOptions,
     VadStream,
 )
-from onespeech.features.errors import NonFiniteSampleError
-from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE, validate_pcm
+from onespeech.features.pcm import (
+    MAX_CHUNK_SAMPLES,
+    MIN_SAMPLES_EXCLUSIVE,
+    SAMPLE_RATE,
+    StreamedPcm,
+    validate_pcm,
+)
 from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3 import Qwen3Recognizer, written_units
 from onespeech.speech.document import FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS, Segment, Word
+from onespeech.speech.region_stream import SampleBuffer
 
 __all__ = ["AudioChunker", "ClosedChunk", "recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
 
@@ -72,24 +78,38 @@ class AudioChunker:
         self._segmenter = SpeechSegmenter(options)
         self._planner = ChunkPlanner(max_samples)
         self._max = max_samples
-        self._blocks: list[np.ndarray] = []
-        self._offset = 0  # source index of the first kept sample
-        self.n_samples = 0
+        self._buffer = SampleBuffer()  # the audio a chunk can still need (amortized O(1) appends)
+        # values are checked per block, the length (> 200 samples) once on the whole audio:
+        # the last block of an ordinary file may hold only a few samples
+        self._checks = StreamedPcm()
+
+    @property
+    def n_samples(self) -> int:
+        """Samples fed so far."""
+        return self._checks.n_samples
+
+    @property
+    def buffered_samples(self) -> int:
+        """Samples held for chunks that have not closed yet."""
+        return self._buffer.end - self._buffer.start
 
     def feed(self, block: np.ndarray) -> list[ClosedChunk]:
-        """Add the next samples; return the chunks they close (source order)."""
-        try:
-            pcm = validate_pcm(block)
-        except NonFiniteSampleError as error:  # name the sample on the source's clock
-            raise NonFiniteSampleError(self.n_samples + error.index, error.value) from None
-        self._blocks.append(pcm)
-        self.n_samples += pcm.shape[0]
+        """Add the next samples (any number, including 0); return the chunks they close (source order).
+
+        Raises
+        ------
+        PcmShapeError, NonFiniteSampleError, PcmPowerOverflowError
+            The block is not 1-D float PCM, holds a NaN or infinity (named by its index in
+            the audio), or the audio's power so far overflows float32.
+        """
+        pcm = self._checks.block(block)
+        self._buffer.append(pcm)
         if self._stream is None:
             if self.n_samples <= self._max:
                 return []  # may still be one chunk: no VAD needed yet, keep everything
             vad = self._vad() if callable(self._vad) else self._vad
             self._stream = vad.stream()
-            pcm = self._kept_pcm()  # everything so far (nothing was dropped yet)
+            pcm = self._buffer.held()  # everything so far (nothing was dropped yet)
         regions = self._segmenter.feed(self._stream.feed(pcm))
         return self._plan(regions, final=False)
 
@@ -99,7 +119,13 @@ class AudioChunker:
         Audio of at most ``max_samples`` is one chunk ``(0, n)`` (empty audio: none).
         A VAD chunk of 200 samples or fewer holds no speech to speak of and is dropped,
         as ``Qwen3Recognizer.transcribe`` drops it.
+
+        Raises
+        ------
+        PcmTooShortError
+            The audio holds 1 to 200 samples.
         """
+        self._checks.finish()
         if self._stream is None:
             return [self._closed(Chunk(0, self.n_samples))] if self.n_samples else []
         regions = self._segmenter.feed(self._stream.finish()) + self._segmenter.finish(self.n_samples)
@@ -108,14 +134,14 @@ class AudioChunker:
     # -- internals ---------------------------------------------------------------------
 
     def _plan(self, regions: list[SpeechRegion], final: bool) -> list[ClosedChunk]:
-        pcm = self._kept_pcm()
+        pcm, offset = self._buffer.held(), self._buffer.start
         closed = []
         for region in regions:
-            closed.extend(self._planner.add(region, pcm, self._offset))
+            closed.extend(self._planner.add(region, pcm, offset))
         if final:
             closed.extend(self._planner.finish())
         out = [self._closed(c) for c in closed if c.n_samples > MIN_SAMPLES_EXCLUSIVE]
-        self._drop_before(self._keep_from())
+        self._buffer.drop_before(self._keep_from())
         return out
 
     def _keep_from(self) -> int:
@@ -123,25 +149,8 @@ class AudioChunker:
         horizon = self._segmenter.horizon
         return horizon if open_start is None else min(open_start, horizon)
 
-    def _kept_pcm(self) -> np.ndarray:
-        if len(self._blocks) != 1:
-            self._blocks = [np.concatenate(self._blocks) if self._blocks else np.zeros(0, np.float32)]
-        return self._blocks[0]
-
-    def _drop_before(self, sample: int) -> None:
-        drop = min(sample, self.n_samples) - self._offset
-        if drop > 0:
-            pcm = self._kept_pcm()
-            self._blocks = [pcm[drop:].copy()]
-            self._offset += drop
-
     def _closed(self, chunk: Chunk) -> ClosedChunk:
-        pcm = self._kept_pcm()
-        lo, hi = chunk.start - self._offset, chunk.end - self._offset
-        if lo < 0 or hi > pcm.shape[0]:
-            raise AssertionError(f"chunk {chunk} is outside the kept audio [{self._offset}, "
-                                 f"{self._offset + pcm.shape[0]})")  # a bug, never bad input
-        return ClosedChunk(chunk, pcm[lo:hi].copy())
+        return ClosedChunk(chunk, self._buffer.view(chunk.start, chunk.end).copy())
 
 
 def recognize_chunk(

@@ -295,6 +295,7 @@ class _FileRun:
                 segments = [replace(s, timing=TIMING_DISABLED) for s in segments]
             document = Document.from_segments(segments, n_samples / SAMPLE_RATE, owner._model_info(owner._model),
                                               aligner_info)
+            self.segments = segments = []  # the document holds them now: no second copy of every word
             if owner.speakers is not False and document.segments:
                 document = self._attribute_speakers(audio, document, n_samples)
         return replace(document, options=self._made_with(align))

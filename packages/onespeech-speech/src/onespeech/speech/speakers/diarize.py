@@ -54,6 +54,11 @@ __all__ = ["MAX_SPEAKERS", "DiarizationOptions", "Diarizer", "Turn", "diarize", 
 
 MAX_SPEAKERS = 64  #: a given count above this is a mistake, not a meeting
 _ARRAY_BLOCK = 1 << 16  # samples per block when the audio is one array (views, no copies)
+# pieces clustered at most: average linkage holds n x n distances (and scans them n times), which
+# for the ~2400 pieces of two hours of talk was 46 MB a matrix; beyond this many, as many pieces
+# evenly spread over the file are clustered (2 MB) and every piece is then labelled against their
+# centroids
+MAX_CLUSTERED = 512
 
 
 @dataclass(frozen=True)
@@ -211,12 +216,13 @@ class Diarizer:
 
 def cluster_pieces(pieces: list[Piece], count: int | None, options: DiarizationOptions) -> np.ndarray:
     """Unit centroids (K, 256) of the speakers found among ``pieces``."""
-    embeddings = np.stack([p.embedding for p in pieces])
     durations = np.array([p.seconds for p in pieces])
     core = np.nonzero(durations >= options.min_cluster_seconds)[0]
     if core.size < max(2, count or 0):
         core = np.arange(len(pieces))
-    e, w = embeddings[core], durations[core]
+    if core.size > MAX_CLUSTERED:  # evenly spread over the file, so each speaker keeps its share of them
+        core = core[np.linspace(0, core.size - 1, MAX_CLUSTERED).round().astype(np.int64)]
+    e, w = np.stack([pieces[i].embedding for i in core]), durations[core]
     if count is not None:
         labels = given_count(e, w, count)
     else:
