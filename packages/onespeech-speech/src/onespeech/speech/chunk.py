@@ -35,7 +35,6 @@ from onespeech.features.pcm import (
     MIN_SAMPLES_EXCLUSIVE,
     SAMPLE_RATE,
     StreamedPcm,
-    validate_pcm,
 )
 from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3 import Qwen3Recognizer, written_units
