@@ -12,8 +12,6 @@ import contextlib
 import io
 import json
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from onespeech.features import load_audio  # noqa: E402
 from onespeech.speech.server import Backend, ServerConfig, create_app  # noqa: E402
 from onespeech.speech.transcribe import transcribe  # noqa: E402
 from onespeech.speech.writers import get_writer  # noqa: E402
+from onespeech_tools.serving import serving  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "build" / "page"
@@ -50,20 +49,8 @@ API_KEY = "page-test-key"
 
 @contextlib.contextmanager
 def _serving(config: ServerConfig) -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(create_app(Backend(config)), host="127.0.0.1", port=0,
-                                           log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
+    with serving(create_app(Backend(config))) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def _config(runtime_dirs, vad_path: Path, **extra: Any) -> ServerConfig:  # type: ignore[no-untyped-def]

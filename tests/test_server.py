@@ -33,6 +33,7 @@ from onespeech.speech.server import Backend, ServerConfig, create_app  # noqa: E
 from onespeech.speech.streaming import LiveSession  # noqa: E402
 from onespeech.speech.transcribe import transcribe  # noqa: E402
 from onespeech.speech.writers import get_writer  # noqa: E402
+from onespeech_tools.serving import serving  # noqa: E402
 
 UPLOAD_LIMIT = 4 * 2**20
 MAX_AUDIO_S = 300.0
@@ -56,19 +57,8 @@ def served(runtime_dirs, vad_path: Path) -> Iterator[Served]:  # type: ignore[no
                           max_new_tokens=BUDGET, workers=1, max_queue=2, max_upload_bytes=UPLOAD_LIMIT,
                           model_alias="whisper-1", max_audio_s=MAX_AUDIO_S)
     app = create_app(Backend(config))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
+    with serving(app) as port:
         yield Served(f"http://127.0.0.1:{port}", port, app, config)
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ from websockets.sync.client import connect  # noqa: E402
 
 from onespeech.speech.server import Backend, ServerConfig, create_app  # noqa: E402
 from onespeech.speech.server.headers import header_timeout_protocol  # noqa: E402
+from onespeech_tools.serving import serving  # noqa: E402
 
 KEY = "s3cret-key"
 
@@ -52,19 +52,9 @@ def _listening(config: ServerConfig) -> Iterator[tuple[int, Any]]:
     backend = Backend(config)
     backend.load_shared()
     app = create_app(backend)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off",
-                                           http=header_timeout_protocol(config.read_timeout_s)))  # as serve runs it
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    try:
-        yield server.servers[0].sockets[0].getsockname()[1], app
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    # as serve runs it: with the header timeout
+    with serving(app, lifespan="off", http=header_timeout_protocol(config.read_timeout_s), start_timeout_s=60) as port:
+        yield port, app
 
 
 def _multipart(fields: dict[str, str], audio: bytes, boundary: str = "b0undary") -> bytes:
