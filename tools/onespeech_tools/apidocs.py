@@ -329,7 +329,14 @@ def show_path(path: Path) -> str:
 
 
 def show_value(value: Any) -> str:
-    """A deterministic, machine-independent text for a constant or default value."""
+    """A deterministic, machine-independent text for a constant or default value.
+
+    A mutable container (list, dict, set) is shown by its type only: what it holds can
+    change while a program runs (``cli.COMMANDS`` is filled when a parser is built), and
+    the page must not depend on what ran before it was written.
+    """
+    if isinstance(value, (list, dict, set)):
+        return f"<{type(value).__name__}>"
     text = _show(value)
     if len(text) <= _MAX_VALUE:
         return text

@@ -105,3 +105,11 @@ def test_a_path_inside_a_package_is_shown_relative_to_it() -> None:
 
     directory = Path(onespeech.features.__path__[0])
     assert apidocs.show_value(directory / "catalog") == "Path('<onespeech.features>/catalog')"
+
+
+def test_pages_do_not_depend_on_what_ran_before(pages: dict[str, str]) -> None:
+    # building the CLI fills module-level registries (cli.COMMANDS); the reference must not show them
+    from onespeech.speech.cli import build_parser
+
+    build_parser()
+    assert apidocs.render_pages() == pages
