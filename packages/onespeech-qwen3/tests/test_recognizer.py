@@ -282,16 +282,6 @@ def test_long_file_with_the_real_vad(model_dir, shared_data, monkeypatch, tmp_pa
     assert result.text == " ".join(f"part {i}" for i in range(1, len(spans) + 1))
 
 
-def test_recognizer_uses_the_default_vad(shared_data, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from onespeech.features.vad_model import VAD_MODEL_ENV
-    from onespeech.qwen3.recognizer import _default_vad
-
-    monkeypatch.setenv(VAD_MODEL_ENV, str(shared_data / "models" / "silero_vad.onnx"))
-    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))
-    vad = _default_vad()
-    assert vad.speech_probabilities(np.zeros(1024, dtype=np.float32)).shape == (2,)
-
-
 def test_catalog_id_resolves_through_the_cache(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     from onespeech.kernels.fetch import OfflineModeError
 

@@ -6,7 +6,7 @@ Public API:
 - PCM checks: ``validate_pcm`` and the ``PcmError`` family
 - features: ``log_mel_spectrogram`` (at most 30 s); ``onespeech.features.mel.log_mel``
   is the alignment path (at most 300 s)
-- VAD: ``SileroVad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
+- VAD: ``SileroVad``, ``load_vad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
 - chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``
 - speaker encoder: ``SpeakerEncoder`` (Resemblyzer's GE2E), ``convert_resemblyzer``,
   the restricted torch-checkpoint reader ``read_torch_checkpoint``; the catalog model:
@@ -48,6 +48,7 @@ from onespeech.features.silero_convert import convert_silero_onnx
 from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.features.torch_reader import CheckpointLimits, read_torch_checkpoint
 from onespeech.features.vad import SileroVad, VadStream
+from onespeech.features.vad_model import load_vad
 
 __version__ = "0.1.0"
 
@@ -90,6 +91,7 @@ __all__ = [
     "convert_resemblyzer",
     "convert_silero_onnx",
     "load_audio",
+    "load_vad",
     "log_mel_spectrogram",
     "plan_chunks",
     "read_torch_checkpoint",

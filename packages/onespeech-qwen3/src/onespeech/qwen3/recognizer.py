@@ -548,19 +548,10 @@ class Qwen3Recognizer:
         return [(c.start, c.end) for c in chunks if c.end - c.start > MIN_SAMPLES_EXCLUSIVE]
 
     def _load_vad(self) -> SileroVad:
-        from onespeech.features import SileroVad
+        from onespeech.features import load_vad
 
-        if self._vad is None or isinstance(self._vad, (str, os.PathLike)):
-            self._vad = SileroVad.load(Path(self._vad)) if self._vad is not None else _default_vad()
+        self._vad = load_vad(self._vad)
         return self._vad
-
-
-def _default_vad() -> SileroVad:
-    """The default Silero VAD, fetched on first use (:mod:`onespeech.features.vad_model`)."""
-    from onespeech.features import SileroVad
-    from onespeech.features.vad_model import default_vad_path
-
-    return SileroVad.load(default_vad_path())
 
 
 def _document(segments: list[Segment], languages: Languages) -> Transcript:

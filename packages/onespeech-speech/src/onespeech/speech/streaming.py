@@ -17,7 +17,6 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -25,7 +24,7 @@ import soxr
 
 from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import AudioFileSource, SileroVad
+from onespeech.features import AudioFileSource, load_vad
 from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE, check_float_samples, check_sample_rate
 from onespeech.kernels.cancel import Cancel, check_cancel
@@ -106,17 +105,6 @@ class StreamResampler:
             return np.zeros(0, dtype=np.float32)
         return np.ascontiguousarray(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True),
                                     dtype=np.float32)
-
-
-def load_vad(vad: SileroVad | str | os.PathLike[str] | None) -> SileroVad:
-    """A loaded VAD, the given path's, or the default (see ``onespeech.features.vad_model``: fetched on first use)."""
-    if isinstance(vad, SileroVad):
-        return vad
-    if vad is not None:
-        return SileroVad.load(Path(vad))
-    from onespeech.features.vad_model import default_vad_path
-
-    return SileroVad.load(default_vad_path())
 
 
 class LiveSession:

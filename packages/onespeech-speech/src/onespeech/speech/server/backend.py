@@ -34,7 +34,7 @@ class Backend:
         self._languages: Languages | None = None
 
     def load_shared(self) -> None:
-        from onespeech.speech.streaming import load_vad
+        from onespeech.features import load_vad
 
         self.vad = load_vad(self.config.options.vad)
         if self.config.options.speakers is not False:
