@@ -205,22 +205,8 @@ def test_threads_option_sets_the_thread_count(recognizer, monkeypatch) -> None:
 # -- long input ------------------------------------------------------------------------------
 
 
-class FakeVad:
-    """Speech regions at fixed sample ranges (the real VAD is tested in onespeech-features)."""
-
-    def __init__(self, regions):
-        self.regions = regions
-        self.calls = 0
-
-    def speech_regions(self, pcm, options=None):
-        from onespeech.features.segments import SpeechRegion
-
-        self.calls += 1
-        return [SpeechRegion(a, b) for a, b in self.regions]
-
-
-def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_dir, monkeypatch) -> None:
-    vad = FakeVad([(16000, 20 * SR), (25 * SR, 40 * SR), (44 * SR, 70 * SR)])
+def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_dir, monkeypatch, fake_vad) -> None:
+    vad = fake_vad([(16000, 20 * SR), (25 * SR, 40 * SR), (44 * SR, 70 * SR)])
     with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8), vad=vad) as rec:
         lengths = []
         texts = iter(["one.", "two.", "three.", "four."])

@@ -79,7 +79,8 @@ def load_vad(
     Parameters
     ----------
     vad : SileroVad, str, PathLike or None
-        A loaded ``SileroVad`` (returned as is); the path of ``silero_vad.onnx`` or of a
+        A loaded ``SileroVad`` (returned as is, as is any object that is not a
+        path); the path of ``silero_vad.onnx`` or of a
         converted runtime file (an ONNX file is converted once and kept in the cache,
         keyed by its SHA-256, see :meth:`SileroVad.load`); None for
         :func:`default_vad_path` (``$ONESPEECH_VAD_MODEL``, else the catalog's
@@ -98,8 +99,8 @@ def load_vad(
     """
     from onespeech.features.vad import SileroVad
 
-    if isinstance(vad, SileroVad):
-        return vad
-    if vad is not None:
+    if vad is None:
+        return SileroVad.load(default_vad_path(offline=offline, cancel=cancel))
+    if isinstance(vad, (str, os.PathLike)):
         return SileroVad.load(Path(vad))
-    return SileroVad.load(default_vad_path(offline=offline, cancel=cancel))
+    return vad  # already loaded (the caller's object: tests pass stand-ins with the same methods)

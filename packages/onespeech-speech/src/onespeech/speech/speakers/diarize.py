@@ -27,12 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onespeech.features import SileroVad, SpeechRegion, VadOptions, load_vad
+from onespeech.features import SileroVad, SpeechRegion, SpeechRegionStream, VadOptions, load_vad
 from onespeech.features.pcm import validate_pcm
 from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
-from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.clustering import (
     centroids,
     estimate_count,
