@@ -266,6 +266,11 @@ def test_long_file_with_the_real_vad(model_dir, shared_data, monkeypatch, tmp_pa
     assert all(a.end <= b.start for a, b in zip(result.segments[:-1], result.segments[1:], strict=True))
     assert result.segments[-1].end <= pcm.shape[0] / SR
     assert result.text == " ".join(f"part {i}" for i in range(1, len(spans) + 1))
+    # the file chunker's chunks: the planner over the VAD regions of the whole audio
+    from onespeech.features import SileroVad, plan_chunks
+
+    planned = plan_chunks(SileroVad.load(vad_path).speech_regions(pcm), pcm.shape[0], pcm=pcm)
+    assert [(s.start, s.end) for s in result.segments] == [(c.start_s, c.end_s) for c in planned]
 
 
 def test_catalog_id_resolves_through_the_cache(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
