@@ -52,8 +52,7 @@ def main() -> int:
         print("skipped: the shared data folder is not on this machine")
         return SKIP_STATUS
 
-    from onespeech.features import Chunk, load_audio
-    from onespeech.speech.chunk import ClosedChunk
+    from onespeech.features import Chunk, ClosedChunk, load_audio
     from onespeech.speech.streaming import LiveSession, chunk_final
 
     pcm = load_audio(data / "audio" / args.clip)

@@ -19,9 +19,8 @@ import soxr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onespeech.features import AudioFileSource, PcmTooShortError, SileroVad, load_audio
+from onespeech.features import AudioChunker, AudioFileSource, PcmTooShortError, SileroVad, load_audio
 from onespeech.speech import Document, Transcriber
-from onespeech.speech.chunk import AudioChunker
 from onespeech.speech.streaming import LiveSession, stream_file
 
 # the modules whose file decoder the tests give other decode steps (`transcribe` is also a function)

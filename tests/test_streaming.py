@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import soxr
 
-from onespeech.features import SileroVad, VadOptions, load_audio, plan_chunks
+from onespeech.features import LiveChunker, SileroVad, VadOptions, load_audio, plan_chunks
 from onespeech.features.errors import PcmShapeError
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.qwen3 import UnsupportedLanguageError
 from onespeech.speech.chunk import recognize_chunk, untimed_reason
-from onespeech.speech.live_chunks import LiveChunker
 from onespeech.speech.streaming import LiveSession, stream_file
 from onespeech.speech.transcribe import TIMING_DISABLED, transcribe
 

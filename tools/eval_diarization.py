@@ -91,12 +91,11 @@ def main() -> int:
     args = parser.parse_args()
     data = shared_data_or_skip("diarization evaluation")
 
-    from onespeech.features import SileroVad
+    from onespeech.features import load_vad
     from onespeech.features.speaker_model import load_speaker_encoder
-    from onespeech.features.vad_model import default_vad_path
     from onespeech.speech.speakers.diarize import DiarizationOptions, Diarizer, turns_from_partials
 
-    vad_model = SileroVad.load(default_vad_path())
+    vad_model = load_vad()
 
     def vad(pcm: np.ndarray) -> list[tuple[int, int]]:
         return [(r.start, r.end) for r in vad_model.speech_regions(pcm) if r.end > r.start]

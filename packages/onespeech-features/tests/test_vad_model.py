@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.features import SileroVad, VadModelNotFoundError
+from onespeech.features import SileroVad, VadModelNotFoundError, load_vad
 from onespeech.features.vad_model import VAD_MODEL_ENV, default_vad_path
 from onespeech.kernels.catalog import CATALOG_ENV, get_entry
 from onespeech.kernels.errors import ModelIntegrityError, OfflineModeError
@@ -87,3 +87,19 @@ def test_damaged_cached_conversion_is_named(served_wheel) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(ModelIntegrityError, match=path.name):
         default_vad_path()
+
+
+def test_load_vad_takes_a_loaded_vad_a_path_or_nothing(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    onnx = shared_data / "models" / "silero_vad.onnx"
+    from_path = load_vad(onnx)
+    assert load_vad(from_path) is from_path
+    assert load_vad(str(onnx)).source == from_path.source  # the conversion is cached by SHA-256
+    monkeypatch.setenv(VAD_MODEL_ENV, str(onnx))
+    default = load_vad()
+    block = np.random.default_rng(0).uniform(-0.5, 0.5, 4096).astype(np.float32)
+    np.testing.assert_array_equal(default.speech_probabilities(block), from_path.speech_probabilities(block))
+
+
+def test_load_vad_refuses_a_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(VadModelNotFoundError, match="does not exist"):
+        load_vad(tmp_path / "absent.onnx")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 TINY_SEED = 0
@@ -39,3 +40,50 @@ def tokenizer(tokenizer_dir: Path):
     from onespeech.tokenizer import Qwen3Tokenizer
 
     return Qwen3Tokenizer.load(tokenizer_dir)
+
+
+class FakeVad:
+    """Speech at fixed sample ranges, scored per 512-sample window as the streaming VAD does.
+
+    The recognizer's chunker runs the streaming VAD and the segmenter (tested with the
+    real network in onespeech-features); this stand-in gives probability 1 to every
+    window starting inside one of ``regions`` and 0 elsewhere, so the regions the
+    segmenter finds are these, give or take its 30 ms padding.
+    """
+
+    def __init__(self, regions: list[tuple[int, int]]) -> None:
+        self.regions = regions
+        self.calls = 0  # streams started
+
+    def stream(self) -> _FakeVadStream:
+        self.calls += 1
+        return _FakeVadStream(self.regions)
+
+
+class _FakeVadStream:
+    _WINDOW = 512
+
+    def __init__(self, regions: list[tuple[int, int]]) -> None:
+        self._regions = regions
+        self._n = 0
+        self._scored = 0  # windows returned so far
+
+    def feed(self, pcm: np.ndarray) -> np.ndarray:
+        self._n += pcm.shape[0]
+        return self._score(self._n // self._WINDOW)
+
+    def finish(self) -> np.ndarray:
+        return self._score(-(-self._n // self._WINDOW))
+
+    def _score(self, windows: int) -> np.ndarray:
+        starts = np.arange(self._scored, windows) * self._WINDOW
+        self._scored = max(self._scored, windows)
+        speech = np.zeros(starts.shape[0], dtype=np.float32)
+        for a, b in self._regions:
+            speech[(starts >= a) & (starts < b)] = 1.0
+        return speech
+
+
+@pytest.fixture()
+def fake_vad() -> type[FakeVad]:
+    return FakeVad

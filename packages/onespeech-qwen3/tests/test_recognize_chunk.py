@@ -67,14 +67,9 @@ def test_it_is_the_step_transcribe_takes_for_a_short_input(recognizer) -> None:
         recognizer.transcribe(pcm, "en")
 
 
-def test_transcribe_recognizes_every_chunk_through_it(model_dir, monkeypatch) -> None:
-    class Vad:
-        def speech_regions(self, pcm, options=None):
-            from onespeech.features.segments import SpeechRegion
-
-            return [SpeechRegion(SR, 20 * SR), SpeechRegion(25 * SR, 40 * SR)]
-
-    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8), vad=Vad()) as rec:
+def test_transcribe_recognizes_every_chunk_through_it(model_dir, monkeypatch, fake_vad) -> None:
+    vad = fake_vad([(SR, 20 * SR), (25 * SR, 40 * SR)])
+    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8), vad=vad) as rec:
         pcm = tone(45.0)
         calls = []
 

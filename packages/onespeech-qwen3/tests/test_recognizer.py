@@ -205,22 +205,8 @@ def test_threads_option_sets_the_thread_count(recognizer, monkeypatch) -> None:
 # -- long input ------------------------------------------------------------------------------
 
 
-class FakeVad:
-    """Speech regions at fixed sample ranges (the real VAD is tested in onespeech-features)."""
-
-    def __init__(self, regions):
-        self.regions = regions
-        self.calls = 0
-
-    def speech_regions(self, pcm, options=None):
-        from onespeech.features.segments import SpeechRegion
-
-        self.calls += 1
-        return [SpeechRegion(a, b) for a, b in self.regions]
-
-
-def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_dir, monkeypatch) -> None:
-    vad = FakeVad([(16000, 20 * SR), (25 * SR, 40 * SR), (44 * SR, 70 * SR)])
+def test_long_audio_uses_vad_chunks_with_fresh_state_on_the_source_clock(model_dir, monkeypatch, fake_vad) -> None:
+    vad = fake_vad([(16000, 20 * SR), (25 * SR, 40 * SR), (44 * SR, 70 * SR)])
     with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8), vad=vad) as rec:
         lengths = []
         texts = iter(["one.", "two.", "three.", "four."])
@@ -280,16 +266,11 @@ def test_long_file_with_the_real_vad(model_dir, shared_data, monkeypatch, tmp_pa
     assert all(a.end <= b.start for a, b in zip(result.segments[:-1], result.segments[1:], strict=True))
     assert result.segments[-1].end <= pcm.shape[0] / SR
     assert result.text == " ".join(f"part {i}" for i in range(1, len(spans) + 1))
+    # the file chunker's chunks: the planner over the VAD regions of the whole audio
+    from onespeech.features import SileroVad, plan_chunks
 
-
-def test_recognizer_uses_the_default_vad(shared_data, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from onespeech.features.vad_model import VAD_MODEL_ENV
-    from onespeech.qwen3.recognizer import _default_vad
-
-    monkeypatch.setenv(VAD_MODEL_ENV, str(shared_data / "models" / "silero_vad.onnx"))
-    monkeypatch.setenv("ONESPEECH_HOME", str(tmp_path / "home"))
-    vad = _default_vad()
-    assert vad.speech_probabilities(np.zeros(1024, dtype=np.float32)).shape == (2,)
+    planned = plan_chunks(SileroVad.load(vad_path).speech_regions(pcm), pcm.shape[0], pcm=pcm)
+    assert [(s.start, s.end) for s in result.segments] == [(c.start_s, c.end_s) for c in planned]
 
 
 def test_catalog_id_resolves_through_the_cache(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

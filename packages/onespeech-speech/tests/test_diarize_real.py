@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from onespeech.features import SpeechRegionStream
 from onespeech.features.resemblyzer_convert import convert_resemblyzer
 from onespeech.features.speaker_encoder import BATCH, HOP, SpeakerEncoder, partial_slices
 from onespeech.features.speaker_mel import mel_frames, normalize_volume
 from onespeech.kernels.errors import OperationCancelledError
-from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.diarize import Diarizer, turns_from_partials
 from onespeech.speech.speakers.segmentation import RegionPartials
 

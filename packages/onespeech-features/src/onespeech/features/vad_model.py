@@ -7,12 +7,17 @@ installed in the model cache (``onespeech.kernels.resolve``); later calls verify
 the installed file and touch no network. ``ONESPEECH_VAD_MODEL`` names a file to use
 instead (a ``silero_vad.onnx`` or our converted tensor file; the user's choice, so
 it is not held to the pin).
+
+``load_vad(vad)`` is the one place a VAD argument becomes a loaded ``SileroVad``:
+every caller (the recognizer's long-audio path, file transcription, live sessions,
+the server, diarization) passes what its user gave it through here.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from onespeech.features.errors import VadModelNotFoundError
 from onespeech.kernels.cancel import Cancel
@@ -20,7 +25,10 @@ from onespeech.kernels.catalog import CatalogEntry
 from onespeech.kernels.resolve import install_record_name, resolve
 from onespeech.kernels.store import read_manifest
 
-__all__ = ["DEFAULT_VAD", "VAD_MODEL_ENV", "default_vad_path"]
+if TYPE_CHECKING:
+    from onespeech.features.vad import SileroVad
+
+__all__ = ["DEFAULT_VAD", "VAD_MODEL_ENV", "default_vad_path", "load_vad"]
 
 #: Environment variable naming a local ``silero_vad.onnx`` to use instead of the cached model.
 VAD_MODEL_ENV = "ONESPEECH_VAD_MODEL"
@@ -58,3 +66,41 @@ def default_vad_path(
     if len(tensors) != 1:
         raise VadModelNotFoundError(f"{runtime} holds {len(tensors)} VAD tensor files, expected one")
     return runtime / tensors[0]
+
+
+def load_vad(
+    vad: SileroVad | str | os.PathLike[str] | None = None,
+    *,
+    offline: bool | None = None,
+    cancel: Cancel = None,
+) -> SileroVad:
+    """A loaded Silero VAD: ``vad`` itself, the file it names, or the default model.
+
+    Parameters
+    ----------
+    vad : SileroVad, str, PathLike or None
+        A loaded ``SileroVad`` (returned as is, as is any object that is not a
+        path); the path of ``silero_vad.onnx`` or of a
+        converted runtime file (an ONNX file is converted once and kept in the cache,
+        keyed by its SHA-256, see :meth:`SileroVad.load`); None for
+        :func:`default_vad_path` (``$ONESPEECH_VAD_MODEL``, else the catalog's
+        ``silero-vad``, fetched and verified on first use).
+    offline, cancel
+        Passed to :func:`default_vad_path` when ``vad`` is None.
+
+    Raises
+    ------
+    VadModelNotFoundError
+        The path names no file, or ``ONESPEECH_VAD_MODEL`` names no file.
+    VadModelError
+        The file is not a Silero VAD model.
+    OfflineModeError, DownloadError, ModelIntegrityError, OperationCancelledError
+        As :func:`default_vad_path`.
+    """
+    from onespeech.features.vad import SileroVad
+
+    if vad is None:
+        return SileroVad.load(default_vad_path(offline=offline, cancel=cancel))
+    if isinstance(vad, (str, os.PathLike)):
+        return SileroVad.load(Path(vad))
+    return vad  # already loaded (the caller's object: tests pass stand-ins with the same methods)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onespeech.features import log_mel_spectrogram, validate_pcm
-from onespeech.features.pcm import MAX_CHUNK_SAMPLES, MIN_SAMPLES_EXCLUSIVE, SAMPLE_RATE
+from onespeech.features.pcm import MAX_CHUNK_SAMPLES, SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
@@ -48,7 +48,7 @@ from onespeech.qwen3.units import join_texts, written_units
 from onespeech.tokenizer import Qwen3Tokenizer
 
 if TYPE_CHECKING:
-    from onespeech.features import SileroVad
+    from onespeech.features import ClosedChunk, SileroVad
 
 MAX_NEW_TOKENS_LIMIT = 4096  # spec: max_new_tokens is 1..4096
 
@@ -310,8 +310,9 @@ class Qwen3Recognizer:
                 return Transcript.empty()
             segments = []
             with thread_limit(self.options.threads):
-                for start, end in self._chunks(pcm, cancel):
-                    segment = self._transcribe_chunk(pcm[start:end], start, end, name, cancel)
+                for closed in self._chunks(pcm, cancel):
+                    start, end = closed.chunk.start, closed.chunk.end
+                    segment = self._transcribe_chunk(closed.pcm, start, end, name, cancel)
                     if segment.text:
                         segments.append(segment)
         return _document(segments, self.languages)
@@ -533,34 +534,26 @@ class Qwen3Recognizer:
         known = [i for i in ids if i < self.tokenizer.vocab_size]
         return self.tokenizer.decode(known, skip_special_tokens=True)
 
-    def _chunks(self, pcm: np.ndarray, cancel: Cancel) -> list[tuple[int, int]]:
-        """Sample ranges recognised separately: the whole input up to 30 s, else VAD-first chunks."""
-        n = pcm.shape[0]
-        if n <= MAX_CHUNK_SAMPLES:
-            return [(0, n)]
-        from onespeech.features import plan_chunks
+    def _chunks(self, pcm: np.ndarray, cancel: Cancel) -> Iterator[ClosedChunk]:
+        """The chunks recognised separately: the whole input up to 30 s, else VAD-first chunks.
 
-        raise_if_cancelled(cancel)
-        vad = self._load_vad()
-        regions = vad.speech_regions(pcm)
-        chunks = plan_chunks(regions, n, pcm=pcm, max_samples=MAX_CHUNK_SAMPLES)
-        # a chunk of 200 samples or fewer cannot make features; it holds no speech to speak of
-        return [(c.start, c.end) for c in chunks if c.end - c.start > MIN_SAMPLES_EXCLUSIVE]
+        The file path's chunker (``onespeech.features.AudioChunker``), fed in 30 s blocks
+        and read lazily (one chunk's copy alive at a time), so the chunks are those
+        ``onespeech.speech.transcribe`` makes of the same audio.
+        """
+        from onespeech.features import AudioChunker
+
+        chunker = AudioChunker(self._load_vad)
+        for start in range(0, pcm.shape[0], MAX_CHUNK_SAMPLES):
+            raise_if_cancelled(cancel)
+            yield from chunker.feed(pcm[start : start + MAX_CHUNK_SAMPLES])
+        yield from chunker.finish()
 
     def _load_vad(self) -> SileroVad:
-        from onespeech.features import SileroVad
+        from onespeech.features import load_vad
 
-        if self._vad is None or isinstance(self._vad, (str, os.PathLike)):
-            self._vad = SileroVad.load(Path(self._vad)) if self._vad is not None else _default_vad()
+        self._vad = load_vad(self._vad)
         return self._vad
-
-
-def _default_vad() -> SileroVad:
-    """The default Silero VAD, fetched on first use (:mod:`onespeech.features.vad_model`)."""
-    from onespeech.features import SileroVad
-    from onespeech.features.vad_model import default_vad_path
-
-    return SileroVad.load(default_vad_path())
 
 
 def _document(segments: list[Segment], languages: Languages) -> Transcript:

@@ -1,13 +1,7 @@
-"""Streamed audio -> recognition chunks, and the recognition of one chunk.
+"""The recognition and timing of one chunk.
 
-:class:`AudioChunker` is the spec's chunking over a stream of 16 kHz blocks: 30 s or
-less of audio is one chunk; longer audio goes through the Silero VAD and the
-VAD-first chunk planner (chunks of at most 30 s), each chunk handed out as soon as
-the planner closes it. It keeps only the audio a later chunk can still need, so
-memory does not grow with the file. Its chunks are exactly those that
-``Qwen3Recognizer.transcribe`` plans for the whole audio at once.
-
-:func:`recognize_chunk` recognizes one closed chunk with fresh decoder state, and
+The chunks come from the chunkers of ``onespeech.features`` (``AudioChunker`` for
+files, ``LiveChunker`` for live streams). :func:`recognize_chunk` recognizes one closed chunk with fresh decoder state, and
 :func:`time_chunk` times its words through the timing dispatcher; file transcription
 and streaming both call them, so both give the same segment (text and word times)
 per chunk.
@@ -15,141 +9,17 @@ per chunk.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import (
-    Chunk,
-    ChunkPlanner,
-    SileroVad,
-    SpeechRegion,
-    SpeechSegmenter,
-    VadOptions,
-    VadStream,
-)
-from onespeech.features.pcm import (
-    MAX_CHUNK_SAMPLES,
-    MIN_SAMPLES_EXCLUSIVE,
-    SAMPLE_RATE,
-    StreamedPcm,
-)
+from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3 import Qwen3Recognizer, written_units
 from onespeech.speech.document import FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS, Segment, Word
-from onespeech.speech.region_stream import SampleBuffer
 
-__all__ = ["AudioChunker", "ClosedChunk", "recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
-
-
-@dataclass(frozen=True)
-class ClosedChunk:
-    """A chunk's sample range and its samples (a copy owned by the caller)."""
-
-    chunk: Chunk
-    pcm: np.ndarray
-
-
-class AudioChunker:
-    """Feed 16 kHz mono blocks, get recognition chunks as they close.
-
-    Parameters
-    ----------
-    vad : SileroVad or callable returning one
-        Scores the audio (a fresh stream per chunker); a callable is called only
-        when the audio turns out longer than one chunk.
-    options : VadOptions, optional
-        Segmentation settings (the timing replay must use the same).
-    max_samples : int
-        Chunk bound (480000, 30 s); audio of at most this length is one chunk.
-    """
-
-    def __init__(
-        self,
-        vad: SileroVad | Callable[[], SileroVad],
-        options: VadOptions | None = None,
-        max_samples: int = MAX_CHUNK_SAMPLES,
-    ) -> None:
-        self._vad = vad
-        self._stream: VadStream | None = None  # started once the audio exceeds one chunk
-        self._segmenter = SpeechSegmenter(options)
-        self._planner = ChunkPlanner(max_samples)
-        self._max = max_samples
-        self._buffer = SampleBuffer()  # the audio a chunk can still need (amortized O(1) appends)
-        # values are checked per block, the length (> 200 samples) once on the whole audio:
-        # the last block of an ordinary file may hold only a few samples
-        self._checks = StreamedPcm()
-
-    @property
-    def n_samples(self) -> int:
-        """Samples fed so far."""
-        return self._checks.n_samples
-
-    @property
-    def buffered_samples(self) -> int:
-        """Samples held for chunks that have not closed yet."""
-        return self._buffer.end - self._buffer.start
-
-    def feed(self, block: np.ndarray) -> list[ClosedChunk]:
-        """Add the next samples (any number, including 0); return the chunks they close (source order).
-
-        Raises
-        ------
-        PcmShapeError, NonFiniteSampleError, PcmPowerOverflowError
-            The block is not 1-D float PCM, holds a NaN or infinity (named by its index in
-            the audio), or the audio's power so far overflows float32.
-        """
-        pcm = self._checks.block(block)
-        self._buffer.append(pcm)
-        if self._stream is None:
-            if self.n_samples <= self._max:
-                return []  # may still be one chunk: no VAD needed yet, keep everything
-            vad = self._vad() if callable(self._vad) else self._vad
-            self._stream = vad.stream()
-            pcm = self._buffer.held()  # everything so far (nothing was dropped yet)
-        regions = self._segmenter.feed(self._stream.feed(pcm))
-        return self._plan(regions, final=False)
-
-    def finish(self) -> list[ClosedChunk]:
-        """End of the audio: the remaining chunks.
-
-        Audio of at most ``max_samples`` is one chunk ``(0, n)`` (empty audio: none).
-        A VAD chunk of 200 samples or fewer holds no speech to speak of and is dropped,
-        as ``Qwen3Recognizer.transcribe`` drops it.
-
-        Raises
-        ------
-        PcmTooShortError
-            The audio holds 1 to 200 samples.
-        """
-        self._checks.finish()
-        if self._stream is None:
-            return [self._closed(Chunk(0, self.n_samples))] if self.n_samples else []
-        regions = self._segmenter.feed(self._stream.finish()) + self._segmenter.finish(self.n_samples)
-        return self._plan(regions, final=True)
-
-    # -- internals ---------------------------------------------------------------------
-
-    def _plan(self, regions: list[SpeechRegion], final: bool) -> list[ClosedChunk]:
-        pcm, offset = self._buffer.held(), self._buffer.start
-        closed = []
-        for region in regions:
-            closed.extend(self._planner.add(region, pcm, offset))
-        if final:
-            closed.extend(self._planner.finish())
-        out = [self._closed(c) for c in closed if c.n_samples > MIN_SAMPLES_EXCLUSIVE]
-        self._buffer.drop_before(self._keep_from())
-        return out
-
-    def _keep_from(self) -> int:
-        open_start = self._planner.open_start
-        horizon = self._segmenter.horizon
-        return horizon if open_start is None else min(open_start, horizon)
-
-    def _closed(self, chunk: Chunk) -> ClosedChunk:
-        return ClosedChunk(chunk, self._buffer.view(chunk.start, chunk.end).copy())
+__all__ = ["recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
 
 
 def recognize_chunk(

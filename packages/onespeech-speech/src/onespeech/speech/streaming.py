@@ -1,7 +1,7 @@
 """Streaming sessions: live audio (``LiveSession``) and file-segment streaming (``stream_file``).
 
 Both are one-pass: audio goes through the streaming VAD once, each speech region
-becomes a chunk as soon as it closes (see :mod:`onespeech.speech.live_chunks`), and
+becomes a chunk as soon as it closes (see ``onespeech.features.LiveChunker``), and
 the chunk is recognized at once by ``recognize_chunk`` and, with an aligner, its
 words timed by ``time_chunk``: the functions file transcription uses for each of its
 chunks. So every final is exactly what the offline path gives for the same samples
@@ -17,7 +17,6 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -25,16 +24,15 @@ import soxr
 
 from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import AudioFileSource, SileroVad
+from onespeech.features import AudioChunker, AudioFileSource, ClosedChunk, LiveChunker, load_vad
 from onespeech.features.errors import PcmShapeError
 from onespeech.features.pcm import SAMPLE_RATE, check_float_samples, check_sample_rate
 from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
-from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk
+from onespeech.speech.chunk import recognize_chunk, time_chunk
 from onespeech.speech.document import Segment
 from onespeech.speech.errors import SessionFinishedError
-from onespeech.speech.live_chunks import LiveChunker
 from onespeech.speech.options import TranscribeOptions
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
 from onespeech.speech.transcribe import TIMING_DISABLED
@@ -106,17 +104,6 @@ class StreamResampler:
             return np.zeros(0, dtype=np.float32)
         return np.ascontiguousarray(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True),
                                     dtype=np.float32)
-
-
-def load_vad(vad: SileroVad | str | os.PathLike[str] | None) -> SileroVad:
-    """A loaded VAD, the given path's, or the default (see ``onespeech.features.vad_model``: fetched on first use)."""
-    if isinstance(vad, SileroVad):
-        return vad
-    if vad is not None:
-        return SileroVad.load(Path(vad))
-    from onespeech.features.vad_model import default_vad_path
-
-    return SileroVad.load(default_vad_path())
 
 
 class LiveSession:

@@ -37,13 +37,13 @@ import numpy as np
 
 from onespeech.align import default_dispatcher
 from onespeech.align.timing import TimingDispatcher
-from onespeech.features import AudioFileSource, SileroVad
+from onespeech.features import AudioChunker, AudioFileSource, ClosedChunk, SileroVad, load_vad
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
-from onespeech.speech.chunk import AudioChunker, ClosedChunk, recognize_chunk, time_chunk, untimed_reason
+from onespeech.speech.chunk import recognize_chunk, time_chunk, untimed_reason
 from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment
 from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelledError
 from onespeech.speech.options import DEFAULT_ALIGNER, DEFAULT_MODEL, TranscribeOptions
@@ -257,13 +257,8 @@ class Transcriber:
         return ModelInfo(model.name, model.revision, self.recognizer_options.precision.value)
 
     def _load_vad(self) -> SileroVad:
-        if not isinstance(self._vad, SileroVad):
-            if self._vad is not None:
-                self._vad = SileroVad.load(self._vad)
-            else:
-                from onespeech.features.vad_model import default_vad_path
-
-                self._vad = SileroVad.load(default_vad_path())
+        # loaded once, on first need (short inputs never touch the VAD)
+        self._vad = load_vad(self._vad)
         return self._vad
 
 

@@ -18,9 +18,8 @@ from onespeech.speech.server.config import ServerConfig
 from onespeech.speech.server.errors import audio_too_long, bad_request
 
 if TYPE_CHECKING:
-    from onespeech.features import SileroVad
+    from onespeech.features import ClosedChunk, SileroVad
     from onespeech.qwen3.languages import Languages
-    from onespeech.speech.chunk import ClosedChunk
     from onespeech.speech.document import Document, Segment
     from onespeech.speech.transcribe import Transcriber
 
@@ -34,7 +33,7 @@ class Backend:
         self._languages: Languages | None = None
 
     def load_shared(self) -> None:
-        from onespeech.speech.streaming import load_vad
+        from onespeech.features import load_vad
 
         self.vad = load_vad(self.config.options.vad)
         if self.config.options.speakers is not False:

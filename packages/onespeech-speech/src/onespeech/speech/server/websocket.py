@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from onespeech.features import ClosedChunk, LiveChunker
 from onespeech.features.errors import SampleRateError
 from onespeech.features.pcm import SAMPLE_RATE, check_sample_rate
 from onespeech.kernels.jsonfile import loads_json
-from onespeech.speech.live_chunks import ClosedChunk, LiveChunker
 from onespeech.speech.server.backend import Backend
 from onespeech.speech.server.errors import ApiError, bad_request, from_exception
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool

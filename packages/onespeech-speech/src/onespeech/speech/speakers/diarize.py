@@ -27,12 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onespeech.features import SileroVad, SpeechRegion, VadOptions
+from onespeech.features import SileroVad, SpeechRegion, SpeechRegionStream, VadOptions, load_vad
 from onespeech.features.pcm import validate_pcm
 from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
-from onespeech.speech.region_stream import SpeechRegionStream
 from onespeech.speech.speakers.clustering import (
     centroids,
     estimate_count,
@@ -193,9 +192,8 @@ class Diarizer:
     def load(cls, options: DiarizationOptions | None = None, *, threads: int | None = None) -> Diarizer:
         """The default encoder (catalog ``resemblyzer``, fetched on first use) and Silero VAD."""
         from onespeech.features.speaker_model import load_speaker_encoder
-        from onespeech.features.vad_model import default_vad_path as vad_model_path
 
-        return cls(load_speaker_encoder(threads=threads), SileroVad.load(vad_model_path()), options)
+        return cls(load_speaker_encoder(threads=threads), load_vad(), options)
 
     def source(
         self,

@@ -3,8 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onespeech.features import SileroVad, load_audio, plan_chunks
-from onespeech.speech.chunk import AudioChunker
+from onespeech.features import AudioChunker, SileroVad, load_audio, plan_chunks
 
 S = 16000
 
