@@ -6,9 +6,11 @@ from onespeech.speech.document import (
     DOCUMENT_VERSION,
     Document,
     DocumentFormatError,
+    Finish,
     ModelInfo,
     Segment,
     Speaker,
+    TimingMethod,
     Word,
 )
 
@@ -16,10 +18,12 @@ from onespeech.speech.document import (
 def _segment(start: float, end: float, text: str, language: str | None, timed: bool = True) -> Segment:
     words = [
         Word(t, start + 0.1 * i if timed else None, start + 0.1 * i + 0.05 if timed else None, 0.5 if timed else None,
-             "forced_aligner" if timed else "none")
+             TimingMethod.FORCED_ALIGNER if timed else TimingMethod.NONE)
         for i, t in enumerate(text.split())
     ]
-    return Segment(start, end, text, language, words, "end_token", "qwen3-forced-aligner" if timed else "aligner disabled")
+    if timed:
+        return Segment(start, end, text, language, words, Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER)
+    return Segment(start, end, text, language, words, Finish.END_TOKEN, TimingMethod.NONE, "aligner disabled")
 
 
 def test_from_segments_joins_texts_and_ranks_languages_by_time() -> None:
