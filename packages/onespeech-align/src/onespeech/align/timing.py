@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from onespeech.qwen3.transcript import TimingMethod
+from onespeech.qwen3 import TimingMethod
 
 from .languages import ALIGNER_LANGUAGES, is_aligner_language
 
