@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from onespeech.kernels.jsonfile import loads_json
-from onespeech.qwen3.transcript import Finish, Segment, TimingMethod, Word
+from onespeech.qwen3 import Finish, Segment, TimingMethod, Word
 from onespeech.qwen3.units import join_texts
 from onespeech.speech.errors import DocumentFormatError
 
@@ -42,7 +42,8 @@ def _plain(value: Any) -> Any:
 
 def segment_dict(segment: Segment) -> dict[str, Any]:
     """``segment`` as plain JSON data (the v2 document layout of one segment)."""
-    return _plain(asdict(segment))  # type: ignore[no-any-return]
+    data: dict[str, Any] = _plain(asdict(segment))
+    return data
 
 
 @dataclass
