@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import soundfile
 from onespeech.features import load_audio
 from onespeech.speech.cli import main
 from onespeech.speech.commands.stream import text_line
+from onespeech.speech.document import segment_dict
 from onespeech.speech.streaming import LiveSession
 
 BUDGET = 12  # tokens per chunk: keeps the tests fast (a final that reaches it says so)
@@ -54,7 +54,7 @@ def test_a_wav_stream_as_jsonl(monkeypatch, capsys, runtime_dirs, vad_path, pcm1
     lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, buffer.getvalue(), "--format", "jsonl")
     records = [json.loads(line) for line in lines]
     assert [(r["start"], r["end"], r["text"], r["language"], r["finish"]) for r in records] == [
-        (s.start, s.end, s.text, s.language, s.finish) for s in want
+        (s.start, s.end, s.text, s.language, s.finish.value) for s in want
     ]
 
 
@@ -73,7 +73,7 @@ def test_with_an_aligner_jsonl_has_the_sessions_timed_words(monkeypatch, capsys,
     assert sum(w.start is not None for s in want for w in s.words) >= 2
     lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, pcm16.astype("<i2").tobytes(), "--format", "jsonl",
                     "-l", "en", "--aligner", str(runtime_dirs.aligner), "--rate", "16000")
-    assert [json.loads(line) for line in lines] == [asdict(s) for s in want]  # the segment as the Document JSON has it
+    assert [json.loads(line) for line in lines] == [segment_dict(s) for s in want]  # the segment as the Document JSON has it
 
 
 def test_a_damaged_model_is_reported_without_a_traceback(monkeypatch, capsys, runtime_dirs, vad_path, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from onespeech.features import load_audio  # noqa: E402
+from onespeech.speech.document import segment_dict  # noqa: E402
 from onespeech.speech.server import Backend, ServerConfig, create_app  # noqa: E402
 from onespeech.speech.streaming import LiveSession  # noqa: E402
 from onespeech.speech.transcribe import transcribe  # noqa: E402
@@ -306,7 +307,7 @@ def test_websocket_finals_are_the_live_sessions(served: Served, runtime_dirs, va
                      max_new_tokens=BUDGET) as session:
         want = session.push(pcm) + session.finish()
     assert len(want) >= 2 and sum(w.start is not None for s in want for w in s.words) >= 2
-    assert finals == [{"type": "final", **asdict(s)} for s in want]
+    assert finals == [{"type": "final", **segment_dict(s)} for s in want]
 
 
 def test_websocket_bad_parameters_get_an_error_and_a_close(served: Served) -> None:

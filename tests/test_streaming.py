@@ -12,7 +12,7 @@ import soxr
 from onespeech.features import LiveChunker, SileroVad, VadOptions, load_audio, plan_chunks
 from onespeech.features.errors import PcmShapeError
 from onespeech.kernels.errors import ObjectClosedError
-from onespeech.qwen3 import UnsupportedLanguageError
+from onespeech.qwen3 import TimingMethod, UnsupportedLanguageError
 from onespeech.speech.chunk import recognize_chunk, untimed_reason
 from onespeech.speech.streaming import LiveSession, stream_file
 from onespeech.speech.transcribe import TIMING_DISABLED, transcribe
@@ -48,7 +48,7 @@ def test_each_final_is_the_offline_recognition_of_its_chunk(session: LiveSession
         start, end = round(final.start * 16000), round(final.end * 16000)
         assert final.end - final.start <= 30.0
         offline = recognize_chunk(session.recognizer, joined_pcm[start:end], start, end, language=None)
-        assert final == replace(offline, timing=TIMING_DISABLED)  # as transcribe(..., aligner=None) says
+        assert final == replace(offline, untimed_reason=TIMING_DISABLED)  # as transcribe(..., aligner=None) says
     # finals are in order and never overlap
     assert all(a.end <= b.start for a, b in zip(finals, finals[1:], strict=False))
 
@@ -94,7 +94,7 @@ def timed_offline(runtime_dirs, vad_path: Path, clips: dict[str, Path]):  # type
     document = transcribe(clips["joined"], runtime_dirs.asr, language="en", aligner=runtime_dirs.aligner, vad=vad_path,
                           threads=1, progress=False, speakers=False)
     assert len(document.segments) >= 3
-    assert all(s.timing == "qwen3-forced-aligner" for s in document.segments)
+    assert all(s.timing_method is TimingMethod.FORCED_ALIGNER for s in document.segments)
     assert sum(w.start is not None for w in document.words) >= 10  # the aligner really timed words
     return document
 
@@ -117,8 +117,9 @@ def test_stream_file_gives_transcribes_segments(runtime_dirs, vad_path: Path, cl
     assert streamed == timed_offline.segments
     untimed = list(stream_file(clips["joined"], runtime_dirs.asr, language="en", aligner=None, vad=vad_path,
                                threads=1))
-    assert untimed == [replace(s, words=[replace(w, start=None, end=None, confidence=None, timing_method="none")
-                                         for w in s.words], timing=TIMING_DISABLED) for s in timed_offline.segments]
+    assert untimed == [replace(s, words=[replace(w, start=None, end=None, confidence=None, timing_method=TimingMethod.NONE)
+                                         for w in s.words], timing_method=TimingMethod.NONE,
+                                 untimed_reason=TIMING_DISABLED) for s in timed_offline.segments]
 
 
 @pytest.mark.parametrize("language", ["nl", None])
@@ -133,7 +134,7 @@ def test_untimable_finals_keep_the_offline_reason(  # type: ignore[no-untyped-de
         finals = _run(live, load_audio(clips["flac"]), 7001)
     document = transcribe(clips["flac"], runtime_dirs.asr, progress=False, speakers=False, **options)
     assert finals == document.segments
-    assert finals and all(s.timing == untimed_reason(s.language) for s in finals)
+    assert finals and all(s.untimed_reason == untimed_reason(s.language) for s in finals)
     assert all(w.start is None for s in finals for w in s.words)
 
 

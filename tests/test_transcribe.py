@@ -14,7 +14,7 @@ import pytest
 
 from onespeech.align import Qwen3AlignerOptions, Qwen3ForcedAligner
 from onespeech.features import load_audio
-from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3 import Finish, Qwen3Options, Qwen3Recognizer, TimingMethod
 from onespeech.speech import (
     Document,
     Transcriber,
@@ -58,17 +58,17 @@ def _check_composition(document: Document, path: Path, runtime_dirs, language: s
     for segment, transcript in zip(document.segments, expected, strict=True):
         assert segment.text == transcript.text and segment.text
         assert segment.language == transcript.language
-        assert segment.finish == "end_token"
+        assert segment.finish is Finish.END_TOKEN
         assert round(segment.start * S) == segment.start * S  # exact sample positions
     if whole is not None:
         assert [s.text for s in document.segments] == [whole.text]
-    timed = [s for s in document.segments if s.timing == "qwen3-forced-aligner"]
+    timed = [s for s in document.segments if s.timing_method is TimingMethod.FORCED_ALIGNER]
     # the same thread count as the Transcriber: BLAS sums in a thread-count-dependent order
     with Qwen3ForcedAligner.load(runtime_dirs.aligner, Qwen3AlignerOptions(threads=1)) as aligner:
         for segment in timed:
             aligned = aligner.align(_span(pcm, segment.start, segment.end), segment.text, segment.language)
             want = [(w.text, None if w.start is None else w.start + segment.start,
-                     None if w.end is None else w.end + segment.start, w.confidence, w.timing_method.value)
+                     None if w.end is None else w.end + segment.start, w.confidence, w.timing_method)
                     for w in aligned.words]
             assert [(w.text, w.start, w.end, w.confidence, w.timing_method) for w in segment.words] == want
     assert document.words == [w for s in document.segments for w in s.words]
@@ -79,7 +79,7 @@ def test_segments_are_the_recognizer_and_aligner_on_their_spans(clip, documents,
     document = documents(clip)
     _check_composition(document, clips[clip], runtime_dirs, "en")
     assert document.language == "en" and document.languages == ["en"]
-    assert any(s.timing == "qwen3-forced-aligner" for s in document.segments)
+    assert any(s.timing_method is TimingMethod.FORCED_ALIGNER for s in document.segments)
     assert any(w.start is not None for w in document.words), "the aligner timed nothing: the test proves little"
     assert document.model is not None and document.model.precision == "fp32"
 
@@ -102,7 +102,7 @@ def test_multilingual_mp3_with_language_identified_per_chunk(documents, clips, r
     assert len(document.segments) >= 2
     _check_composition(document, clips["mp3"], runtime_dirs, None)
     # random weights never write "language X<asr_text>": no language, so no timing stage applies
-    assert all(s.language is None and s.timing.startswith("no language") for s in document.segments)
+    assert all(s.language is None and s.timing_method is TimingMethod.NONE and s.untimed_reason.startswith("no language") for s in document.segments)
     assert all(w.start is None for w in document.words)
 
 

@@ -13,7 +13,7 @@ import soundfile
 
 from onespeech.align import Qwen3ForcedAligner
 from onespeech.features import PcmTooShortError
-from onespeech.qwen3 import Qwen3Recognizer
+from onespeech.qwen3 import Qwen3Recognizer, TimingMethod
 from onespeech.speech import (
     ChunkLimitError,
     Document,
@@ -188,8 +188,8 @@ def test_aligner_none_skips_timing_and_never_loads_it(make, clips, monkeypatch) 
     monkeypatch.setattr(Qwen3ForcedAligner, "load", classmethod(lambda *a, **k: pytest.fail("aligner loaded")))
     document = make(aligner=None).transcribe(clips["flac"])
     assert document.aligner is None and document.segments
-    assert all(s.timing == "aligner disabled" for s in document.segments)
-    assert all(w.start is None and w.timing_method == "none" for w in document.words)
+    assert all(s.untimed_reason == "aligner disabled" for s in document.segments)
+    assert all(w.start is None and w.timing_method is TimingMethod.NONE for w in document.words)
 
 
 def test_recognizer_and_aligner_are_never_loaded_together(make, clips, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ import copy
 import io
 import json
 import math
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onespeech.speech.document import Document, ModelInfo, Segment, Speaker, Word
+from onespeech.speech.document import Document, Finish, ModelInfo, Segment, Speaker, TimingMethod, Word
 from onespeech.speech.errors import DocumentFormatError
 from onespeech.speech.writers import FORMATS, get_writer, subtitle_cues
 
@@ -41,8 +42,10 @@ seconds = st.one_of(st.floats(0, 100, allow_nan=False), st.floats(0, 4e6, allow_
 
 
 def _document_from_dict_base() -> dict[str, Any]:
-    words = [Word("hello", 0.5, 0.9, 0.8, "forced_aligner", "SPEAKER_00"), Word("there", 1.0, 1.4, None, "forced_aligner")]
-    segment = Segment(0.25, 2.0, "hello there", "en", words, "end_token", "qwen3-forced-aligner", "SPEAKER_00")
+    words = [Word("hello", 0.5, 0.9, 0.8, TimingMethod.FORCED_ALIGNER, "SPEAKER_00"),
+             Word("there", 1.0, 1.4, None, TimingMethod.FORCED_ALIGNER)]
+    segment = Segment(0.25, 2.0, "hello there", "en", words, Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER,
+                      speaker="SPEAKER_00")
     document = Document.from_segments([segment], 2.5, ModelInfo("m", None, "fp32"), ModelInfo("a", "r" * 40, "fp32"))
     document.speakers = [Speaker("SPEAKER_00", 1.75)]
     return document.to_dict()
@@ -68,7 +71,8 @@ BAD_VALUES = [
     ("segments", 0, "finish", None, r"segments\[0\]\.finish is None; it must be one of 'end_token'"),
     ("segments", 0, "words", 0, 3, r"segments\[0\]\.words\[0\] is 3; it must be an object"),
     ("segments", 0, "words", "nope", r"segments\[0\]\.words is 'nope'; it must be an array"),
-    ("words", 1, "start", 10**400, r"words\[1\]\.start is an integer of 1329 bits; it must be a number of seconds in 0\.\.1e\+09"),
+    ("segments", 0, "words", 1, "start", 10**400,
+     r"segments\[0\]\.words\[1\]\.start is an integer of 1329 bits; it must be a number of seconds in 0\.\.1e\+09"),
     ("duration", -0.5, r"duration is -0\.5"),
     ("duration", 1e300, r"duration is 1e\+300"),
     ("languages", 0, 3, r"languages\[0\] is 3"),
@@ -79,15 +83,72 @@ BAD_VALUES = [
 ]
 
 
+def _as_version_1(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 data in the version 1 layout: a top-level copy of the words, ``timing`` for a segment."""
+    segments = []
+    for segment in data["segments"]:
+        segment = dict(segment)
+        method, reason = segment.pop("timing_method"), segment.pop("untimed_reason")
+        segment["timing"] = "qwen3-forced-aligner" if method == "forced_aligner" else reason
+        segments.append(segment)
+    words = [word for segment in segments for word in segment["words"]]
+    return {**data, "version": 1, "segments": segments, "words": copy.deepcopy(words)}
+
+
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("case", BAD_VALUES, ids=lambda case: str(case[-1])[:40])
-def test_from_dict_refuses_bad_values_naming_the_field(case: tuple[Any, ...]) -> None:
+def test_from_dict_refuses_bad_values_naming_the_field(case: tuple[Any, ...], version: int) -> None:
     *path, value, message = case
     data = _document_from_dict_base()
     target = data
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
+    if version == 1:
+        data = _as_version_1(data)
     with pytest.raises(DocumentFormatError, match=message):
+        Document.from_dict(data)
+
+
+def test_version_1_loads_as_the_same_document() -> None:
+    data = _document_from_dict_base()
+    data["segments"].append({"start": 2.0, "end": 2.5, "text": "x", "language": None, "words": [],
+                             "finish": "max_new_tokens", "timing_method": "none", "untimed_reason": "aligner disabled",
+                             "speaker": None})
+    assert Document.from_dict(_as_version_1(data)) == Document.from_dict(data)
+    document = Document.from_dict(_as_version_1(data))
+    assert document.segments[0].timing_method is TimingMethod.FORCED_ALIGNER
+    assert document.segments[0].untimed_reason is None
+    assert (document.segments[1].timing_method, document.segments[1].untimed_reason) == (TimingMethod.NONE,
+                                                                                           "aligner disabled")
+    assert document.segments[1].finish is Finish.MAX_NEW_TOKENS
+    assert document.to_dict() == data  # written back as version 2: words only inside their segments
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["words"].pop(), r"words has 1 entries and the segments 2 words"),
+    (lambda d: d["words"][1].update(text="other"), r"words\[1\] is not the segments' word 1"),
+    (lambda d: d["segments"][0].update(timing=3), r"segments\[0\]\.timing is 3; it must be a string"),
+    (lambda d: d["segments"][0].pop("timing"), r"segments\[0\] has no field 'timing'"),
+    (lambda d: d.pop("words"), r"no field 'words'; a version 1 document needs it"),
+    (lambda d: d["segments"][0].update(timing_method="none"), r"segments\[0\] has the unknown field 'timing_method'"),
+])
+def test_version_1_refuses_words_that_are_not_the_segments_words(change: Any, message: str) -> None:
+    data = _as_version_1(_document_from_dict_base())
+    change(data)
+    with pytest.raises(DocumentFormatError, match=message):
+        Document.from_dict(data)
+
+
+def test_version_2_has_no_top_level_words_and_enum_strings() -> None:
+    data = _document_from_dict_base()
+    assert data["version"] == 2 and "words" not in data
+    assert data["segments"][0]["finish"] == "end_token" and data["segments"][0]["timing_method"] == "forced_aligner"
+    assert data["segments"][0]["words"][0]["timing_method"] == "forced_aligner"
+    with pytest.raises(DocumentFormatError, match="the unknown field 'words'"):
+        Document.from_dict({**data, "words": []})
+    data["segments"][0]["untimed_reason"] = "why"
+    with pytest.raises(DocumentFormatError, match=r"segments\[0\]\.untimed_reason is 'why' while"):
         Document.from_dict(data)
 
 
@@ -195,9 +256,9 @@ def words_of(draw: st.DrawFn, start: float, end: float) -> list[Word]:
         text = draw(hostile_text)
         if draw(st.booleans()):
             a, b = sorted((draw(st.floats(start, end)), draw(st.floats(start, end))))
-            out.append(Word(text, a, b, draw(st.one_of(st.none(), st.floats(0, 1))), "forced_aligner", draw(labels)))
+            out.append(Word(text, a, b, draw(st.one_of(st.none(), st.floats(0, 1))), TimingMethod.FORCED_ALIGNER, draw(labels)))
         else:
-            out.append(Word(text, None, None, None, "none", draw(labels)))
+            out.append(Word(text, None, None, None, TimingMethod.NONE, draw(labels)))
     return out
 
 
@@ -211,27 +272,39 @@ def documents(draw: st.DrawFn) -> Document:
         timed = draw(st.booleans())
         words = draw(words_of(start, end)) if timed else []
         text = " ".join(w.text for w in words) if words else draw(hostile_text)
-        segments.append(Segment(start, end, text, language, words, "end_token", "qwen3-forced-aligner",
-                                draw(labels)))
+        segments.append(Segment(start, end, text, language, words, Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER,
+                                speaker=draw(labels)))
     duration = max([s.end for s in segments], default=0.0)
     document = Document.from_segments(segments, duration, ModelInfo(draw(hostile_text), None, "fp32"))
     document.speakers = [Speaker(draw(hostile_text), draw(st.floats(0, 10))) for _ in range(draw(st.integers(0, 2)))]
     return document
 
 
+def _first_segment(document: Document, **changes: Any) -> None:
+    """Replace the first segment with a copy that has ``changes`` (segments are frozen)."""
+    document.segments[0] = replace(document.segments[0], **changes)
+
+
+def _word_added(document: Document, word: Word) -> None:
+    _first_segment(document, words=(*document.segments[0].words, word))
+
+
 # ways a Document built in code breaks the rules; each must stop every writer
 CORRUPTIONS = {
-    "nan segment start": lambda d: setattr(d.segments[0], "start", math.nan),
-    "inf segment end": lambda d: setattr(d.segments[0], "end", math.inf),
-    "segment end before start": lambda d: setattr(d.segments[0], "end", d.segments[0].start - 1.0),
+    "nan segment start": lambda d: _first_segment(d, start=math.nan),
+    "inf segment end": lambda d: _first_segment(d, end=math.inf),
+    "segment end before start": lambda d: _first_segment(d, end=d.segments[0].start - 1.0),
     "negative duration": lambda d: setattr(d, "duration", -1.0),
     "nan duration": lambda d: setattr(d, "duration", math.nan),
     "nan speaker time": lambda d: d.speakers.append(Speaker("S", math.nan)),
-    "nan word end": lambda d: d.segments[0].words.append(Word("w", 0.0, math.nan, None, "forced_aligner")),
-    "word end before start": lambda d: d.segments[0].words.append(Word("w", 2.0, 1.0, None, "forced_aligner")),
-    "text not a string": lambda d: setattr(d.segments[0], "text", None),
-    "label not a string": lambda d: setattr(d.segments[0], "speaker", 3),
-    "lone surrogate": lambda d: setattr(d.segments[0], "text", "a\udc80b"),
+    "nan word end": lambda d: _word_added(d, Word("w", 0.0, math.nan, None, TimingMethod.FORCED_ALIGNER)),
+    "word end before start": lambda d: _word_added(d, Word("w", 2.0, 1.0, None, TimingMethod.FORCED_ALIGNER)),
+    "text not a string": lambda d: _first_segment(d, text=None),
+    "label not a string": lambda d: _first_segment(d, speaker=3),
+    "lone surrogate": lambda d: _first_segment(d, text="a\udc80b"),
+    "words not a tuple": lambda d: object.__setattr__(d.segments[0], "words", {}),
+    "finish a string": lambda d: _first_segment(d, finish="end_token"),
+    "timing method a string": lambda d: _first_segment(d, timing_method="none"),
 }
 
 
@@ -250,7 +323,7 @@ def _vtt_ms(stamp: str) -> int:
 def test_every_writer_output_parses_back_exactly(document: Document, corruption: str | None) -> None:
     if corruption is not None:
         if not document.segments:
-            document.segments.append(Segment(0.0, 1.0, "x", "en", [], "end_token", "t"))
+            document.segments.append(Segment(0.0, 1.0, "x", "en", [], Finish.END_TOKEN, TimingMethod.NONE, "t"))
         CORRUPTIONS[corruption](document)
         for fmt in FORMATS:
             with pytest.raises(DocumentFormatError):
@@ -301,8 +374,8 @@ def test_every_writer_output_parses_back_exactly(document: Document, corruption:
 @given(st.lists(st.tuples(hostile_text, labels, st.floats(0, 1000), st.floats(0, 30)), max_size=5))
 def test_untimed_segments_are_one_cue_each_unless_blank(items: list[tuple[str, str | None, float, float]]) -> None:
     """A count that does not come from ``subtitle_cues``: one cue per segment with visible text."""
-    segments = [Segment(start, start + length, text, "en", [], "end_token", "aligner disabled", label)
-                for text, label, start, length in items]
+    segments = [Segment(start, start + length, text, "en", [], Finish.END_TOKEN, TimingMethod.NONE, "aligner disabled",
+                        label) for text, label, start, length in items]
     document = Document.from_segments(segments, 2000.0)
     visible = [s for s in segments if s.text.translate(_INVISIBLE).strip()]
     subtitles = list(srt.parse(_render("srt", document)))
@@ -330,8 +403,8 @@ def _refuse_constant(name: str) -> None:
 
 def test_a_label_with_a_blank_line_and_a_timing_line_does_not_make_a_cue() -> None:
     label = "A\n\n3\n00:00:09,000 --> 00:00:10,000\nforged"
-    segments = [Segment(0.0, 1.0, "one", "en", [], "end_token", "t", label),
-                Segment(2.0, 3.0, "two", "en", [], "end_token", "t", "B\r\nC\u2028D")]
+    segments = [Segment(0.0, 1.0, "one", "en", [], Finish.END_TOKEN, TimingMethod.NONE, "t", label),
+                Segment(2.0, 3.0, "two", "en", [], Finish.END_TOKEN, TimingMethod.NONE, "t", "B\r\nC\u2028D")]
     document = Document.from_segments(segments, 3.0)
     assert len(list(srt.parse(_render("srt", document)))) == 2
     assert len(webvtt.from_string(_render("vtt", document)).captions) == 2
@@ -341,31 +414,32 @@ def test_a_label_with_a_blank_line_and_a_timing_line_does_not_make_a_cue() -> No
 
 @pytest.mark.parametrize("text", ["--->", "---->", "a--->b", "-->-->", "-- >--->"])
 def test_no_arrow_survives_in_srt(text: str) -> None:
-    words = [Word(text, 0.0, 1.0, None, "forced_aligner"), Word("x", 1.0, 2.0, None, "forced_aligner")]
-    document = Document.from_segments([Segment(0.0, 2.0, f"{text} x", "en", words, "end_token", "t")], 2.0)
+    words = [Word(text, 0.0, 1.0, None, TimingMethod.FORCED_ALIGNER), Word("x", 1.0, 2.0, None, TimingMethod.FORCED_ALIGNER)]
+    document = Document.from_segments([Segment(0.0, 2.0, f"{text} x", "en", words, Finish.END_TOKEN)], 2.0)
     output = _render("srt", document)
     assert output.count("-->") == 1 and len(list(srt.parse(output))) == 1
 
 
 def test_character_words_joined_without_space_make_no_arrow() -> None:
     # "a-" then "->" joined without a space (zh) would spell "-->"
-    words = [Word("a-", 0.0, 0.5, None, "forced_aligner"), Word("->", 0.5, 1.0, None, "forced_aligner")]
-    document = Document.from_segments([Segment(0.0, 1.0, "a-->", "zh", words, "end_token", "t")], 1.0)
+    words = [Word("a-", 0.0, 0.5, None, TimingMethod.FORCED_ALIGNER), Word("->", 0.5, 1.0, None, TimingMethod.FORCED_ALIGNER)]
+    document = Document.from_segments([Segment(0.0, 1.0, "a-->", "zh", words, Finish.END_TOKEN)], 1.0)
     assert _render("srt", document).count("-->") == 1
 
 
 def test_blank_words_make_no_empty_cue() -> None:
-    words = [Word(t, float(i), i + 0.5, None, "forced_aligner") for i, t in enumerate(["hi", " ", "\x00", "\n\n"])]
-    document = Document.from_segments([Segment(0.0, 9.0, "hi \x00", "en", words, "end_token", "t")], 9.0)
+    words = [Word(t, float(i), i + 0.5, None, TimingMethod.FORCED_ALIGNER)
+             for i, t in enumerate(["hi", " ", "\x00", "\n\n"])]
+    document = Document.from_segments([Segment(0.0, 9.0, "hi \x00", "en", words, Finish.END_TOKEN)], 9.0)
     (cue,) = subtitle_cues(document, None)
     assert cue.lines == ("hi",) and (cue.start, cue.end) == (0.0, 0.5)
-    blank = Document.from_segments([Segment(0.0, 1.0, "\x00\x1b", "en", [], "end_token", "t")], 1.0)
+    blank = Document.from_segments([Segment(0.0, 1.0, "\x00\x1b", "en", [], Finish.END_TOKEN)], 1.0)
     assert subtitle_cues(blank) == [] and _render("srt", blank) == ""
 
 
 def test_a_nan_time_built_in_code_raises_before_anything_is_written() -> None:
-    document = Document.from_segments([Segment(0.0, 1.0, "x", "en", [], "end_token", "t")], 1.0)
-    document.segments[0].end = math.nan
+    document = Document.from_segments([Segment(0.0, 1.0, "x", "en", [], Finish.END_TOKEN)], 1.0)
+    document.segments[0] = replace(document.segments[0], end=math.nan)
     for fmt in FORMATS:
         out = io.StringIO()
         with pytest.raises(DocumentFormatError, match=r"segments\[0\]\.end is nan"):

@@ -33,7 +33,7 @@ from onespeech.speech.atomic import TEMP_SUFFIX
 from onespeech.speech.batch import expand_inputs, transcribe_corpus
 from onespeech.speech.batch.records import read_record, record_path, write_atomic
 from onespeech.speech.cli import main
-from onespeech.speech.document import Segment
+from onespeech.speech.document import Finish, Segment, TimingMethod
 from onespeech.speech.errors import OutputPathError
 from onespeech.speech.writers import write_outputs
 
@@ -275,7 +275,7 @@ def test_a_write_error_later_is_that_files_failure_and_the_batch_goes_on(batch_o
 @settings(max_examples=25, deadline=None)
 @given(umask=st.integers(0, 0o777))
 def test_outputs_and_records_get_0666_less_the_umask(umask: int) -> None:
-    document = Document.from_segments([Segment(0.0, 1.0, "hello", "en", [], "end_token", "aligner disabled")], 1.0)
+    document = Document.from_segments([Segment(0.0, 1.0, "hello", "en", [], Finish.END_TOKEN, TimingMethod.NONE, "aligner disabled")], 1.0)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         previous = os.umask(umask)

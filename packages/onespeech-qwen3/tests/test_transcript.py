@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
+from onespeech.qwen3.transcript import Finish, Segment, TimingMethod, Transcript, Word
 
 
 def test_results_are_frozen() -> None:
@@ -25,3 +25,13 @@ def test_replace_keeps_other_fields() -> None:
     segment = Segment(0.0, 1.5, "hi", "en")
     assert dataclasses.replace(segment, end=2.0) == Segment(0.0, 2.0, "hi", "en")
     assert TimingMethod.FORCED_ALIGNER.value == "forced_aligner"
+
+
+def test_one_result_model_segment_defaults_and_frozen_words() -> None:
+    segment = Segment(0.0, 1.0, "hi", "en", [Word("hi")])
+    assert segment.words == (Word("hi"),)  # a list is kept as a tuple
+    assert (segment.finish, segment.timing_method, segment.untimed_reason, segment.speaker) == (
+        Finish.END_TOKEN, TimingMethod.NONE, None, None)
+    assert Word("hi").speaker is None and Finish.MAX_NEW_TOKENS.value == "max_new_tokens"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        segment.words = ()  # type: ignore[misc]

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -6,9 +7,11 @@ from onespeech.speech.document import (
     DOCUMENT_VERSION,
     Document,
     DocumentFormatError,
+    Finish,
     ModelInfo,
     Segment,
     Speaker,
+    TimingMethod,
     Word,
 )
 
@@ -16,10 +19,12 @@ from onespeech.speech.document import (
 def _segment(start: float, end: float, text: str, language: str | None, timed: bool = True) -> Segment:
     words = [
         Word(t, start + 0.1 * i if timed else None, start + 0.1 * i + 0.05 if timed else None, 0.5 if timed else None,
-             "forced_aligner" if timed else "none")
+             TimingMethod.FORCED_ALIGNER if timed else TimingMethod.NONE)
         for i, t in enumerate(text.split())
     ]
-    return Segment(start, end, text, language, words, "end_token", "qwen3-forced-aligner" if timed else "aligner disabled")
+    if timed:
+        return Segment(start, end, text, language, words, Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER)
+    return Segment(start, end, text, language, words, Finish.END_TOKEN, TimingMethod.NONE, "aligner disabled")
 
 
 def test_from_segments_joins_texts_and_ranks_languages_by_time() -> None:
@@ -67,3 +72,26 @@ def test_from_dict_refuses_other_versions_and_missing_fields() -> None:
         Document.from_dict([])  # type: ignore[arg-type]
     with pytest.raises(DocumentFormatError, match="not JSON"):
         Document.from_json("{")
+
+
+def test_words_are_a_view_of_the_segments_words_not_a_second_copy() -> None:
+    doc = Document.from_segments([_segment(0.0, 1.5, "a b", "en"), _segment(2.0, 4.0, "c", "en")], 4.0)
+    assert "words" not in {f.name for f in dataclasses.fields(doc)}
+    assert doc.words == [w for s in doc.segments for w in s.words]
+    doc.segments[1] = dataclasses.replace(doc.segments[1], words=(Word("z"),))
+    assert [w.text for w in doc.words] == ["a", "b", "z"]  # follows the segments
+    assert "words" not in doc.to_dict()
+    assert Document.from_dict(doc.to_dict()).words == doc.words
+
+
+def test_segments_and_words_are_frozen_with_enums() -> None:
+    segment = _segment(0.0, 1.5, "a b", "en")
+    assert isinstance(segment.words, tuple)  # the list given is kept as a tuple
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        segment.text = "x"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        segment.words[0].speaker = "S"  # type: ignore[misc]
+    data = Document.from_segments([segment], 2.0).to_dict()["segments"][0]
+    assert (data["finish"], data["timing_method"], data["untimed_reason"]) == ("end_token", "forced_aligner", None)
+    assert data["words"][0]["timing_method"] == "forced_aligner"
+    assert Segment(0.0, 1.0, "x").finish is Finish.END_TOKEN

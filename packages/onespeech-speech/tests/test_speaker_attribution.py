@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from onespeech.speech.document import Document, Segment, Speaker, Word
+from onespeech.speech.document import Document, Finish, Segment, Speaker, TimingMethod, Word
 from onespeech.speech.speakers.attribution import attribute_speakers
 from onespeech.speech.speakers.diarize import Turn
 
 
 def _word(text: str, start: float | None, end: float | None) -> Word:
-    return Word(text, start, end, None if start is None else 0.9, "forced_aligner" if start is not None else "none")
+    return Word(text, start, end, None if start is None else 0.9, TimingMethod.FORCED_ALIGNER if start is not None else TimingMethod.NONE)
 
 
 def _doc(segments: list[Segment]) -> Document:
@@ -18,7 +18,7 @@ def _doc(segments: list[Segment]) -> Document:
 
 
 def _seg(start: float, end: float, words: list[Word]) -> Segment:
-    return Segment(start, end, " ".join(w.text for w in words), "en", words, "end_token", "qwen3-forced-aligner")
+    return Segment(start, end, " ".join(w.text for w in words), "en", words, Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER)
 
 
 def test_words_take_the_speaker_overlapping_them_most() -> None:

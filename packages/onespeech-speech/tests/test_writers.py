@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from onespeech.speech.document import Document, Segment, Word
+from onespeech.speech.document import Document, Finish, Segment, TimingMethod, Word
 from onespeech.speech.errors import DocumentFormatError
 from onespeech.speech.writers import (
     FORMATS,
@@ -23,20 +23,20 @@ WORDS = ("Ask not what your country can do for you, ask what you can do for your
 
 
 def _timed_segment(start: float, per_word: float = 0.4) -> Segment:
-    words = [Word(t, start + per_word * i, start + per_word * i + 0.3, 0.9, "forced_aligner")
+    words = [Word(t, start + per_word * i, start + per_word * i + 0.3, 0.9, TimingMethod.FORCED_ALIGNER)
              for i, t in enumerate(WORDS)]
-    words[3] = Word(words[3].text, None, None, None, "none")  # an untimed word rides with its neighbours
-    return Segment(start, start + per_word * len(WORDS), " ".join(WORDS), "en", words, "end_token",
-                   "qwen3-forced-aligner")
+    words[3] = Word(words[3].text, None, None, None, TimingMethod.NONE)  # an untimed word rides with its neighbours
+    return Segment(start, start + per_word * len(WORDS), " ".join(WORDS), "en", words, Finish.END_TOKEN,
+                   TimingMethod.FORCED_ALIGNER)
 
 
 def _document() -> Document:
     untimed = Segment(20.0, 29.5, "an untimed segment\nwith a newline", "en",
-                      [Word(t, None, None, None, "none") for t in "an untimed segment with a newline".split()],
-                      "end_token", "aligner disabled")
+                      [Word(t, None, None, None, TimingMethod.NONE) for t in "an untimed segment with a newline".split()],
+                      Finish.END_TOKEN, TimingMethod.NONE, "aligner disabled")
     cjk = Segment(30.0, 32.0, "你好世界", "zh",
-                  [Word(c, 30.0 + 0.4 * i, 30.3 + 0.4 * i, None, "forced_aligner") for i, c in enumerate("你好世界")],
-                  "end_token", "qwen3-forced-aligner")
+                  [Word(c, 30.0 + 0.4 * i, 30.3 + 0.4 * i, None, TimingMethod.FORCED_ALIGNER) for i, c in enumerate("你好世界")],
+                  Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER)
     return Document.from_segments([_timed_segment(1.0), untimed, cjk], 33.0)
 
 

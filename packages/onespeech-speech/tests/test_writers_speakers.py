@@ -5,18 +5,20 @@ from __future__ import annotations
 import io
 import json
 
-from onespeech.speech.document import Document, Segment, Speaker, Word
+from onespeech.speech.document import Document, Finish, Segment, Speaker, TimingMethod, Word
 from onespeech.speech.writers import get_writer, subtitle_cues
 
 
 def _doc(speakers: bool) -> Document:
     def w(text: str, start: float, end: float, who: str) -> Word:
-        return Word(text, start, end, 0.9, "forced_aligner", who if speakers else None)
+        return Word(text, start, end, 0.9, TimingMethod.FORCED_ALIGNER, who if speakers else None)
 
     one = Segment(0.0, 3.0, "hello there", "en", [w("hello", 0.1, 0.5, "SPEAKER_00"), w("there", 0.6, 1.0, "SPEAKER_00")],
-                  "end_token", "qwen3-forced-aligner", "SPEAKER_00" if speakers else None)  # fmt: skip
+                  Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER,
+                  speaker="SPEAKER_00" if speakers else None)  # fmt: skip
     two = Segment(3.0, 6.0, "yes no", "en", [w("yes", 3.1, 3.5, "SPEAKER_01"), w("no", 4.0, 4.4, "SPEAKER_00")],
-                  "end_token", "qwen3-forced-aligner", "SPEAKER_01" if speakers else None)  # fmt: skip
+                  Finish.END_TOKEN, TimingMethod.FORCED_ALIGNER,
+                  speaker="SPEAKER_01" if speakers else None)  # fmt: skip
     doc = Document.from_segments([one, two], 6.0)
     if speakers:
         doc.speakers = [Speaker("SPEAKER_00", 2.0), Speaker("SPEAKER_01", 1.0)]
@@ -62,4 +64,5 @@ def test_json_carries_speakers() -> None:
         {"label": "SPEAKER_00", "duration": 2.0},
         {"label": "SPEAKER_01", "duration": 1.0},
     ]
-    assert [w["speaker"] for w in data["words"]] == ["SPEAKER_00", "SPEAKER_00", "SPEAKER_01", "SPEAKER_00"]
+    words = [w for s in data["segments"] for w in s["words"]]
+    assert [w["speaker"] for w in words] == ["SPEAKER_00", "SPEAKER_00", "SPEAKER_01", "SPEAKER_00"]

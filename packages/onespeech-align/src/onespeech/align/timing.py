@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from onespeech.qwen3 import TimingMethod
+
 from .languages import ALIGNER_LANGUAGES, is_aligner_language
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ class TimingStage(Protocol):
     """A source of word times for some languages."""
 
     name: str
+    method: TimingMethod  # what the stage's timed words (and segments) say timed them
 
     def supports(self, language: str) -> bool:
         """True if this stage can time ``language``."""
@@ -179,6 +182,7 @@ class ForcedAlignerStage:
     """
 
     name = "qwen3-forced-aligner"
+    method = TimingMethod.FORCED_ALIGNER
 
     def __init__(
         self, directory: str | Path | Callable[[], str | Path], options: Qwen3AlignerOptions | None = None

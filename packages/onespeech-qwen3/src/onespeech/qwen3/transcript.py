@@ -1,9 +1,12 @@
 """Recognition results shared by the recognizer, the aligner and the pipeline.
 
-Plain frozen dataclasses with times in seconds on the source clock (``None`` when
-no timing stage supplied them). Low-level recognition fills words with their
-written forms and ``None`` times; a timing stage (the forced aligner) returns new
-objects with times and ``TimingMethod.FORCED_ALIGNER``.
+The one result model of the library: plain frozen dataclasses with times in seconds
+on the source clock (``None`` when no timing stage supplied them). Low-level
+recognition fills words with their written forms and ``None`` times; a timing stage
+(the forced aligner) returns new objects with times and
+``TimingMethod.FORCED_ALIGNER``. The speech layer's ``Document`` composes the same
+``Segment`` and ``Word`` (filling ``words``, ``finish``, the timing fields and the
+speakers); changes are new objects (``dataclasses.replace``), never edits.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ class TimingMethod(enum.Enum):
     DTW = "dtw"  # cross-attention DTW (timing dispatcher fallback)
 
 
+class Finish(enum.Enum):
+    """How the model's answer for a segment ended."""
+
+    END_TOKEN = "end_token"  # the model ended its answer
+    MAX_NEW_TOKENS = "max_new_tokens"  # the answer reached the token limit first
+
+
 @dataclass(frozen=True)
 class Word:
     """One written unit of the transcript.
@@ -35,6 +45,8 @@ class Word:
         Timing-stage confidence in 0..1 (not a probability that the word was spoken).
     timing_method : TimingMethod
         Where the times came from.
+    speaker : str | None
+        Speaker label once speakers are attributed (the speech layer's diarization).
     """
 
     text: str
@@ -42,20 +54,51 @@ class Word:
     end: float | None = None
     confidence: float | None = None
     timing_method: TimingMethod = TimingMethod.NONE
+    speaker: str | None = None
 
 
 @dataclass(frozen=True)
 class Segment:
     """A stretch of the source recognised in one piece (one VAD chunk).
 
-    ``start``/``end`` are seconds on the source clock; ``language`` is the short tag
-    (``"en"``) or the model's name for a language without a known tag, None if unknown.
+    Attributes
+    ----------
+    start, end : float
+        Seconds on the source clock.
+    text : str
+        Exactly the chunk's transcript.
+    language : str | None
+        The short tag (``"en"``) or the model's name for a language without a known
+        tag; None if unknown.
+    words : tuple of Word
+        The written units of ``text`` (empty where the producer does not split them,
+        as ``Qwen3Recognizer.transcribe``, which lists them in ``Transcript.words``).
+        A list given here is kept as a tuple.
+    finish : Finish
+        How the model's answer ended.
+    timing_method : TimingMethod
+        The stage that timed the words (``NONE``: no stage did).
+    untimed_reason : str | None
+        Why no stage timed the words ("aligner disabled", "no timing stage for
+        language 'nl'"); None when one did.
+    speaker : str | None
+        Speaker label once speakers are attributed.
     """
 
-    start: float | None
-    end: float | None
+    start: float
+    end: float
     text: str
     language: str | None = None
+    words: tuple[Word, ...] = ()
+    finish: Finish = Finish.END_TOKEN
+    timing_method: TimingMethod = TimingMethod.NONE
+    untimed_reason: str | None = None
+    speaker: str | None = None
+
+    def __post_init__(self) -> None:
+        # frozen all the way down: a list of words (convenient to build) is kept as a tuple
+        if isinstance(self.words, list):
+            object.__setattr__(self, "words", tuple(self.words))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@
 
 __version__ = "0.1.0"
 
-from onespeech.speech.document import Document, ModelInfo, Segment, Speaker, Word  # noqa: E402
+from onespeech.speech.document import Document, Finish, ModelInfo, Segment, Speaker, TimingMethod, Word  # noqa: E402
 from onespeech.speech.errors import (  # noqa: E402
     CheckpointFormatError,
     CheckpointRefusedError,
@@ -42,12 +42,14 @@ __all__ = [
     "Document",
     "DocumentFormatError",
     "EncoderWeightsError",
+    "Finish",
     "ManifestError",
     "ModelInfo",
     "ReplayMismatchError",
     "Segment",
     "SpeakerModelNotFoundError",
     "Speaker",
+    "TimingMethod",
     "TorchCheckpointError",
     "TranscribeOptions",
     "Transcriber",

@@ -17,7 +17,7 @@ from onespeech.align.timing import TimingDispatcher
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel
 from onespeech.qwen3 import Qwen3Recognizer, written_units
-from onespeech.speech.document import FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS, Segment, Word
+from onespeech.speech.document import Finish, Segment, TimingMethod, Word
 
 __all__ = ["recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
 
@@ -35,8 +35,9 @@ def recognize_chunk(
 
     ``Qwen3Recognizer.recognize_chunk`` (the step ``Qwen3Recognizer.transcribe`` takes
     per chunk) as a segment on the source's clock: reaching ``max_new_tokens`` is
-    reported in ``Segment.finish`` ("max_new_tokens"), so the caller can name the
-    chunk and keep what came before. Words carry their written forms and no times.
+    reported in ``Segment.finish`` (``Finish.MAX_NEW_TOKENS``), so the caller can name the
+    chunk and keep what came before. Words carry their written forms and no times
+(``untimed_reason`` "not timed" until a timing pass says more).
 
     Parameters
     ----------
@@ -52,14 +53,14 @@ def recognize_chunk(
         raise ValueError(f"pcm_chunk has shape {pcm_chunk.shape}; expected ({end_sample - start_sample},) for "
                          f"samples {start_sample}..{end_sample}")
     result = recognizer.recognize_chunk(pcm_chunk, language, cancel)
-    finish = FINISH_END_TOKEN if result.finished else FINISH_MAX_NEW_TOKENS
+    finish = Finish.END_TOKEN if result.finished else Finish.MAX_NEW_TOKENS
     return Segment(start_sample / SAMPLE_RATE, end_sample / SAMPLE_RATE, result.text, result.language,
-                   untimed_words(result.text, result.language), finish, timing="not timed")
+                   untimed_words(result.text, result.language), finish, untimed_reason="not timed")
 
 
-def untimed_words(text: str, language: str | None) -> list[Word]:
+def untimed_words(text: str, language: str | None) -> tuple[Word, ...]:
     """The written units of ``text`` as words without times."""
-    return [Word(u.text, None, None, None, "none") for u in written_units(text, language)]
+    return tuple(Word(u.text) for u in written_units(text, language))
 
 
 def time_chunk(dispatcher: TimingDispatcher, segment: Segment, pcm_chunk: np.ndarray, *,
@@ -69,9 +70,9 @@ def time_chunk(dispatcher: TimingDispatcher, segment: Segment, pcm_chunk: np.nda
     The words are the units the stage finds in the segment's text (the aligner's unit
     rules, exactly as ``Qwen3ForcedAligner.align`` takes them from the text), with
     times on the source's clock: the stage's times plus ``segment.start`` (None stays
-    None). ``timing`` names the stage, or says why none applies (no language
-    identified, no stage for the language); such a segment is returned with only
-    ``timing`` changed and no model is loaded for it.
+    None). ``timing_method`` is the stage's method; when none applies (no language
+    identified, no stage for the language) ``untimed_reason`` says why, the segment is
+    returned with only that changed and no model is loaded for it.
 
     Parameters
     ----------
@@ -82,21 +83,19 @@ def time_chunk(dispatcher: TimingDispatcher, segment: Segment, pcm_chunk: np.nda
         The chunk's samples (the ones ``segment`` was recognized from).
     cancel : threading.Event-like, callable or None
     """
-    if dispatcher.select(segment.language) is None:
-        return replace(segment, timing=untimed_reason(segment.language))
+    stage = dispatcher.select(segment.language)
+    if stage is None:
+        return replace(segment, timing_method=TimingMethod.NONE, untimed_reason=untimed_reason(segment.language))
     timing = dispatcher.time_text(pcm_chunk, segment.text, segment.language, cancel)
     if timing.stage is None:
-        return replace(segment, timing=timing.reason or "not timed")
+        return replace(segment, timing_method=TimingMethod.NONE, untimed_reason=timing.reason or "not timed")
     offset = segment.start
-    words = [
-        Word(w.text, _shift(w.start, offset), _shift(w.end, offset), w.confidence, w.timing_method.value)
-        for w in timing.words
-    ]
-    return replace(segment, words=words, timing=timing.stage)
+    words = tuple(replace(w, start=_shift(w.start, offset), end=_shift(w.end, offset)) for w in timing.words)
+    return replace(segment, words=words, timing_method=stage.method, untimed_reason=None)
 
 
 def untimed_reason(language: str | None) -> str:
-    """``Segment.timing`` of a segment whose language no timing stage supports."""
+    """``Segment.untimed_reason`` of a segment whose language no timing stage supports."""
     if not language:
         return "no language identified, so no timing stage applies"
     return f"no timing stage for language {language!r}"

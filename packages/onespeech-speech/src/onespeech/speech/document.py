@@ -9,75 +9,41 @@ versions, malformed data and values that break the document rules (see
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from onespeech.kernels.jsonfile import loads_json
+from onespeech.qwen3 import Finish, Segment, TimingMethod, Word
 from onespeech.qwen3.units import join_texts
 from onespeech.speech.errors import DocumentFormatError
 
-DOCUMENT_VERSION = 1
+# the result model is qwen3's, one family for every layer; speech re-exports it
+__all__ = ["DOCUMENT_VERSION", "Document", "Finish", "ModelInfo", "Segment", "Speaker", "TimingMethod", "Word",
+           "segment_dict"]
 
-# Segment.finish values
-FINISH_END_TOKEN = "end_token"
-FINISH_MAX_NEW_TOKENS = "max_new_tokens"
-
-
-@dataclass
-class Word:
-    """One written unit of a segment's text.
-
-    Attributes
-    ----------
-    text : str
-        The written form, as it appears in the segment text.
-    start, end : float | None
-        Seconds on the file's clock; None when no timing stage timed it.
-    confidence : float | None
-        The timing stage's confidence in 0..1 (not a recognition probability).
-    timing_method : str
-        ``onespeech.qwen3.TimingMethod`` value: "forced_aligner", "ctc", "dtw" or "none".
-    speaker : str | None
-        Speaker label once speakers are attributed.
-    """
-
-    text: str
-    start: float | None
-    end: float | None
-    confidence: float | None
-    timing_method: str
-    speaker: str | None = None
+#: The JSON layout ``Document.to_dict`` writes. Version 2: words only inside their
+#: segments, enums as their string values, ``untimed_reason`` beside ``timing_method``.
+#: ``Document.from_dict`` also reads version 1 (see ``document_check``).
+DOCUMENT_VERSION = 2
 
 
-@dataclass
-class Segment:
-    """One recognized VAD chunk.
+def _plain(value: Any) -> Any:
+    """``asdict`` output as JSON types: enums become their string values."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
-    Attributes
-    ----------
-    start, end : float
-        The chunk's exact sample range on the 16 kHz clock, divided by 16000.
-    text : str
-        Exactly the chunk's transcript.
-    language : str | None
-        Tag ("en") or the model's name of the language the chunk was recognized in.
-    words : list of Word
-    finish : str
-        "end_token" (the model ended its answer) or "max_new_tokens".
-    timing : str
-        The stage that timed the words ("qwen3-forced-aligner"), or why none did.
-    speaker : str | None
-    """
 
-    start: float
-    end: float
-    text: str
-    language: str | None
-    words: list[Word]
-    finish: str
-    timing: str
-    speaker: str | None = None
+def segment_dict(segment: Segment) -> dict[str, Any]:
+    """``segment`` as plain JSON data (the v2 document layout of one segment)."""
+    data: dict[str, Any] = _plain(asdict(segment))
+    return data
 
 
 @dataclass
@@ -112,8 +78,9 @@ class Document:
     languages : list of str
         Every recognized language, most speech time first.
     segments : list of Segment
+        ``onespeech.qwen3.Segment`` with its words, finish, timing fields and speaker.
     words : list of Word
-        All segments' words in order.
+        All segments' words in order: a view made from ``segments`` (not stored).
     model, aligner : ModelInfo | None
         The recognizer and the aligner used (``aligner`` None when timing was off).
     speakers : list of Speaker
@@ -131,12 +98,16 @@ class Document:
     language: str | None
     languages: list[str]
     segments: list[Segment]
-    words: list[Word]
     model: ModelInfo | None
     aligner: ModelInfo | None
     speakers: list[Speaker] = field(default_factory=list)
     # provenance, not content: documents with the same content are equal however they were made
     options: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def words(self) -> list[Word]:
+        """All segments' words in order (the segments hold them; this is not a second copy)."""
+        return [word for segment in self.segments for word in segment.words]
 
     @classmethod
     def from_segments(
@@ -159,7 +130,6 @@ class Document:
             language=languages[0] if languages else None,
             languages=languages,
             segments=segments,
-            words=[word for segment in segments for word in segment.words],
             model=model,
             aligner=aligner,
         )
@@ -178,7 +148,7 @@ class Document:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data with a ``version`` field (the document is checked first)."""
         self.check()
-        return {"version": DOCUMENT_VERSION, **asdict(self)}
+        return {"version": DOCUMENT_VERSION, **_plain(asdict(self))}
 
     def to_json(self, indent: int | None = 2) -> str:
         """The document as strict JSON text (UTF-8 characters kept as they are; never NaN or Infinity)."""
@@ -187,6 +157,10 @@ class Document:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Document:
         """Rebuild a document from :meth:`to_dict` output (or parsed JSON of it).
+
+        Version 1 data (a top-level ``words`` copy, ``timing`` holding a stage name or
+        a reason) is converted on the way in: its top-level words must equal the
+        segments' words, and ``timing`` becomes ``timing_method`` plus ``untimed_reason``.
 
         Raises
         ------

@@ -1,5 +1,8 @@
 """The rules every Document meets, checked on the way in and before it is written.
 
+``parse_document`` reads the current JSON layout (version 2) and converts version 1
+on the way in (see ``_upgrade_v1``); both name the field path of a bad value.
+
 A Document read from JSON (``Document.from_dict``) or built in code is checked
 against the same rules; a value that breaks one raises ``DocumentFormatError``
 naming the field path (``segments[3].words[2].end``) and what is allowed. The
@@ -14,17 +17,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
+from enum import Enum
 from typing import Any, TypeVar
 
-from onespeech.qwen3.transcript import TimingMethod
 from onespeech.speech.document import (
     DOCUMENT_VERSION,
-    FINISH_END_TOKEN,
-    FINISH_MAX_NEW_TOKENS,
     Document,
+    Finish,
     ModelInfo,
     Segment,
     Speaker,
+    TimingMethod,
     Word,
 )
 from onespeech.speech.errors import DocumentFormatError
@@ -36,10 +39,14 @@ __all__ = ["MAX_SECONDS", "check_document", "parse_document"]
 #: a printable subtitle timestamp.
 MAX_SECONDS = 1e9
 
-_FINISHES = (FINISH_END_TOKEN, FINISH_MAX_NEW_TOKENS)
-_TIMING_METHODS = tuple(method.value for method in TimingMethod)
-
 T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
+# Version 1 wrote a segment's ``timing`` as the name of the stage that timed it or as
+# the reason none did; the one stage that existed then was the forced aligner.
+_V1_STAGES = {"qwen3-forced-aligner": TimingMethod.FORCED_ALIGNER}
+_V1_SEGMENT_FIELDS = ("start", "end", "text", "language", "words", "finish", "timing", "speaker")
+_V1_WORD_FIELDS = ("text", "start", "end", "confidence", "timing_method", "speaker")
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -89,9 +96,17 @@ def _text(value: object, path: str, optional: bool = False) -> None:
                                   "character (a lone surrogate); it must be text UTF-8 can encode") from None
 
 
-def _choice(value: object, path: str, choices: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise _fail(path, value, "one of " + ", ".join(repr(c) for c in choices))
+def _member(value: object, path: str, cls: type[Enum]) -> None:
+    if not isinstance(value, cls):
+        raise _fail(path, value, f"a {cls.__name__} (" + ", ".join(f"{cls.__name__}.{m.name}" for m in cls) + ")")
+
+
+def _enum(value: object, path: str, cls: type[E]) -> E:
+    """The member of ``cls`` whose value is the JSON string ``value``."""
+    for member in cls:
+        if isinstance(value, str) and member.value == value:
+            return member
+    raise _fail(path, value, "one of " + ", ".join(repr(m.value) for m in cls))
 
 
 def _span(start: object, end: object, path: str) -> None:
@@ -113,7 +128,7 @@ def check_word(word: Word, path: str) -> None:
         _span(word.start, word.end, path)
     if word.confidence is not None:
         _number(word.confidence, f"{path}.confidence", 0, 1, "a number in 0..1 or null")
-    _choice(word.timing_method, f"{path}.timing_method", _TIMING_METHODS)
+    _member(word.timing_method, f"{path}.timing_method", TimingMethod)
     _text(word.speaker, f"{path}.speaker", optional=True)
 
 
@@ -122,11 +137,17 @@ def check_segment(segment: Segment, path: str) -> None:
     _span(segment.start, segment.end, path)
     _text(segment.text, f"{path}.text")
     _text(segment.language, f"{path}.language", optional=True)
-    _list(segment.words, f"{path}.words")
+    if not isinstance(segment.words, tuple):
+        raise _fail(f"{path}.words", segment.words, "a tuple")
     for i, word in enumerate(segment.words):
         check_word(word, f"{path}.words[{i}]")
-    _choice(segment.finish, f"{path}.finish", _FINISHES)
-    _text(segment.timing, f"{path}.timing")
+    _member(segment.finish, f"{path}.finish", Finish)
+    _member(segment.timing_method, f"{path}.timing_method", TimingMethod)
+    _text(segment.untimed_reason, f"{path}.untimed_reason", optional=True)
+    if segment.timing_method is not TimingMethod.NONE and segment.untimed_reason is not None:
+        raise DocumentFormatError(f"{path}.untimed_reason is {_shown(segment.untimed_reason)} while "
+                                  f"{path}.timing_method is {segment.timing_method.value!r}; a timed segment "
+                                  "has no untimed_reason (null)")
     _text(segment.speaker, f"{path}.speaker", optional=True)
 
 
@@ -142,9 +163,6 @@ def check_document(document: Document) -> None:
     _list(document.segments, "segments")
     for i, segment in enumerate(document.segments):
         check_segment(segment, f"segments[{i}]")
-    _list(document.words, "words")
-    for i, word in enumerate(document.words):
-        check_word(word, f"words[{i}]")
     for name in ("model", "aligner"):
         info = getattr(document, name)
         if info is not None:
@@ -174,20 +192,22 @@ def _list(value: object, path: str) -> None:
 def parse_document(data: object) -> Document:
     """A checked Document from ``Document.to_dict`` output or parsed JSON of it.
 
-    Structure first (objects with exactly their fields, arrays where lists go), then
-    :func:`check_document`. Integer times become floats.
+    Version 1 data is converted first (:func:`_upgrade_v1`). Structure next
+    (objects with exactly their fields, arrays where lists go), then
+    :func:`check_document`. Integer times become floats, enum strings their members.
     """
     if not isinstance(data, Mapping):
         raise DocumentFormatError(f"a document must be a JSON object, not {type(data).__name__}")
     version = data.get("version")
-    if isinstance(version, bool) or version != DOCUMENT_VERSION:
+    if isinstance(version, bool) or version not in (1, DOCUMENT_VERSION):
         raise DocumentFormatError(f"document version {_shown(version)} is not supported; this library reads "
-                                  f"version {DOCUMENT_VERSION}")
+                                  f"versions 1 and {DOCUMENT_VERSION}")
     body = {key: value for key, value in data.items() if key != "version"}
+    if version == 1:
+        body = _upgrade_v1(body)
     kwargs = _fields(Document, body, "")
     kwargs["languages"] = _items(kwargs["languages"], "languages", lambda item, path: item)
     kwargs["segments"] = _items(kwargs["segments"], "segments", _segment)
-    kwargs["words"] = _items(kwargs["words"], "words", _word)
     for name in ("model", "aligner"):
         if kwargs[name] is not None:
             kwargs[name] = ModelInfo(**_fields(ModelInfo, kwargs[name], name))
@@ -201,31 +221,87 @@ def parse_document(data: object) -> Document:
 
 def _segment(data: object, path: str) -> Segment:
     kwargs = _fields(Segment, data, path)
-    kwargs["words"] = _items(kwargs["words"], f"{path}.words", _word)
+    kwargs["words"] = tuple(_items(kwargs["words"], f"{path}.words", _word))
+    kwargs["finish"] = _enum(kwargs["finish"], f"{path}.finish", Finish)
+    kwargs["timing_method"] = _enum(kwargs["timing_method"], f"{path}.timing_method", TimingMethod)
     _floats(kwargs, ("start", "end"))
     return Segment(**kwargs)
 
 
 def _word(data: object, path: str) -> Word:
     kwargs = _fields(Word, data, path)
+    kwargs["timing_method"] = _enum(kwargs["timing_method"], f"{path}.timing_method", TimingMethod)
     _floats(kwargs, ("start", "end", "confidence"))
     return Word(**kwargs)
 
 
+# -- version 1 ----------------------------------------------------------------------------------
+
+
+def _upgrade_v1(body: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 document body in the version 2 layout.
+
+    Version 1 stored every word twice (in its segment and in a top-level ``words``)
+    and a segment's ``timing`` as a stage name or a reason. The top-level copy must
+    equal the segments' words (a file where they differ says two things; it is
+    refused, naming the first word that differs) and is dropped; ``timing`` becomes
+    ``timing_method`` (the stage's method, or "none") and ``untimed_reason``.
+    """
+    if "words" not in body:
+        raise DocumentFormatError("the document has no field 'words'; a version 1 document needs it")
+    segments = _items(body.get("segments", []), "segments", _upgrade_v1_segment)
+    words = _items(body.pop("words"), "words", lambda item, path: item)
+    in_segments = [word for segment in segments for word in segment["words"]]
+    for i, word in enumerate(words):
+        if i >= len(in_segments) or word != in_segments[i]:
+            raise DocumentFormatError(f"words[{i}] is not the segments' word {i}; in a version 1 document the "
+                                      "top-level words must be the segments' words in order")
+    if len(words) != len(in_segments):
+        raise DocumentFormatError(f"words has {len(words)} entries and the segments {len(in_segments)} words; in a "
+                                  "version 1 document the top-level words must be the segments' words in order")
+    return {**body, "segments": segments}
+
+
+def _upgrade_v1_segment(data: object, path: str) -> dict[str, Any]:
+    segment = _named_fields("Segment", _V1_SEGMENT_FIELDS, _V1_SEGMENT_FIELDS[:-1], data, path)
+    timing = segment.pop("timing")
+    _text(timing, f"{path}.timing")
+    method = _V1_STAGES.get(timing)
+    segment["timing_method"] = (method or TimingMethod.NONE).value
+    segment["untimed_reason"] = None if method else timing
+    segment["words"] = _items(segment["words"], f"{path}.words",
+                              lambda item, where: _named_fields("Word", _V1_WORD_FIELDS, _V1_WORD_FIELDS[:-1],
+                                                                item, where))
+    return segment
+
+
 def _fields(cls: type, data: object, path: str) -> dict[str, Any]:
-    """``data``'s entries, which must be exactly ``cls``'s fields (those with defaults may be missing)."""
+    """``data``'s entries, which must be exactly ``cls``'s fields.
+
+    A Word or Segment needs every field but ``speaker`` (the writer gives them all;
+    their defaults are for building in code); elsewhere fields with defaults may be missing.
+    """
+    names = tuple(f.name for f in fields(cls))
+    if cls in (Word, Segment):
+        required = tuple(name for name in names if name != "speaker")
+    else:
+        required = tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
+    return _named_fields(cls.__name__, names, required, data, path)
+
+
+def _named_fields(kind: str, names: tuple[str, ...], required: tuple[str, ...], data: object,
+                  path: str) -> dict[str, Any]:
+    """``data``'s entries, which must be among ``names`` and include ``required``."""
     where = path or "the document"
     if not isinstance(data, Mapping):
-        raise _fail(where, data, f"an object with the fields of a {cls.__name__}")
-    names = [f.name for f in fields(cls)]
+        raise _fail(where, data, f"an object with the fields of a {kind}")
     unknown = [key for key in data if key not in names]
     if unknown:
-        raise DocumentFormatError(f"{where} has the unknown field {_shown(unknown[0])}; a {cls.__name__} has "
+        raise DocumentFormatError(f"{where} has the unknown field {_shown(unknown[0])}; a {kind} has "
                                   f"{', '.join(names)}")
-    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in data]
     if missing:
-        raise DocumentFormatError(f"{where} has no field {missing[0]!r}; a {cls.__name__} needs "
+        raise DocumentFormatError(f"{where} has no field {missing[0]!r}; a {kind} needs "
                                   f"{', '.join(required)}")
     return dict(data)
 

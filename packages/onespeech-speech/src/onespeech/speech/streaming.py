@@ -31,7 +31,7 @@ from onespeech.kernels.cancel import Cancel, check_cancel
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Recognizer
 from onespeech.speech.chunk import recognize_chunk, time_chunk
-from onespeech.speech.document import Segment
+from onespeech.speech.document import Segment, TimingMethod
 from onespeech.speech.errors import SessionFinishedError
 from onespeech.speech.options import TranscribeOptions
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
@@ -116,10 +116,10 @@ class LiveSession:
     options : TranscribeOptions, optional
         As for ``transcribe``; keyword arguments naming its fields change it. Without
         ``options``, ``aligner`` defaults to None here (finals without word times,
-        ``timing="aligner disabled"``, and only the recognizer in memory). With an
+        ``untimed_reason="aligner disabled"``, and only the recognizer in memory). With an
         aligner, each final's words are timed exactly as ``transcribe`` times its
         segments (the same timing dispatcher and per-language rule; a final in a
-        language no stage supports keeps None times and says why in ``timing``); it is
+        language no stage supports keeps None times and says why in ``untimed_reason``); it is
         loaded now and held with the recognizer for the whole session. ``speakers``
         and ``max_pause`` do not apply: finals carry no speakers.
     chunking : {"region", "file"}
@@ -315,7 +315,7 @@ def chunk_final(
     """The final of one closed chunk: the file path's segment for it.
 
     ``recognize_chunk`` on its samples, then, with a dispatcher, ``time_chunk`` (the file
-    path's timing of one chunk); without one, ``timing`` is "aligner disabled" as in
+    path's timing of one chunk); without one, ``untimed_reason`` is "aligner disabled" as in
     ``transcribe(..., aligner=None)``. A chunk with no text is returned untimed.
     """
     segment = recognize_chunk(recognizer, closed.pcm, closed.chunk.start, closed.chunk.end, language=language,
@@ -323,7 +323,7 @@ def chunk_final(
     if not segment.text:
         return segment
     if dispatcher is None:
-        return replace(segment, timing=TIMING_DISABLED)
+        return replace(segment, timing_method=TimingMethod.NONE, untimed_reason=TIMING_DISABLED)
     return time_chunk(dispatcher, segment, closed.pcm, cancel=cancel)
 
 
@@ -348,7 +348,7 @@ def stream_file(
     word times) and ``chunking="file"``, so the finals are ``transcribe``'s segments
     (text, language, word times, timing), each yielded as soon as its chunk closes;
     unlike ``transcribe``, a chunk that reaches ``max_new_tokens`` is yielded with
-    ``finish="max_new_tokens"`` rather than raised. ``progress`` is ``LiveSession``'s.
+    ``finish=Finish.MAX_NEW_TOKENS`` rather than raised. ``progress`` is ``LiveSession``'s.
     """
     check_cancel(cancel)
     settings = TranscribeOptions.build(options, **({"model": model} if model is not None else {}), **changes)

@@ -44,14 +44,14 @@ from onespeech.kernels.errors import OperationCancelledError
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
 from onespeech.speech.chunk import recognize_chunk, time_chunk, untimed_reason
-from onespeech.speech.document import FINISH_MAX_NEW_TOKENS, Document, ModelInfo, Segment
+from onespeech.speech.document import Document, Finish, ModelInfo, Segment, TimingMethod
 from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelledError
 from onespeech.speech.options import DEFAULT_ALIGNER, DEFAULT_MODEL, TranscribeOptions
 from onespeech.speech.progress import Progress, check_progress, progress_reporter
 
 __all__ = ["DEFAULT_ALIGNER", "DEFAULT_MODEL", "TranscribeOptions", "Transcriber", "recognize_chunk", "transcribe"]
 
-# timing reasons written into Segment.timing when no stage timed the words
+# Segment.untimed_reason when timing was off
 TIMING_DISABLED = "aligner disabled"
 
 Source = str | os.PathLike[str] | BinaryIO
@@ -287,7 +287,7 @@ class _FileRun:
                 segments = self._time(audio, n_samples)
                 aligner_info = owner._model_info(owner._aligner)
             else:
-                segments = [replace(s, timing=TIMING_DISABLED) for s in segments]
+                segments = [replace(s, timing_method=TimingMethod.NONE, untimed_reason=TIMING_DISABLED) for s in segments]
             document = Document.from_segments(segments, n_samples / SAMPLE_RATE, owner._model_info(owner._model),
                                               aligner_info)
             self.segments = segments = []  # the document holds them now: no second copy of every word
@@ -363,7 +363,7 @@ class _FileRun:
         self.boundaries.append((chunk.start, chunk.end))
         segment = recognize_chunk(recognizer, closed.pcm, chunk.start, chunk.end, language=self.language,
                                   cancel=self.cancel)
-        if segment.finish == FINISH_MAX_NEW_TOKENS:
+        if segment.finish is Finish.MAX_NEW_TOKENS:
             partial = Document.from_segments(self.segments, chunk.start / SAMPLE_RATE,
                                              self.owner._model_info(self.owner._model), None)
             raise ChunkLimitError(
@@ -383,7 +383,8 @@ class _FileRun:
         owner = self.owner
         assert owner._aligner is not None
         dispatcher = owner._acquire_dispatcher()
-        timed = [s if dispatcher.select(s.language) is not None else replace(s, timing=untimed_reason(s.language))
+        timed = [s if dispatcher.select(s.language) is not None
+                 else replace(s, timing_method=TimingMethod.NONE, untimed_reason=untimed_reason(s.language))
                  for s in self.segments]
         pending = {i for i, s in enumerate(timed) if dispatcher.select(s.language) is not None}
         if not pending:

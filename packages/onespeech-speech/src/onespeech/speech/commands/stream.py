@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 from collections.abc import Generator
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -125,4 +124,6 @@ def _print_text(final: Any) -> None:
 
 
 def _print_jsonl(final: Any) -> None:
-    print(json.dumps(asdict(final), ensure_ascii=False), flush=True)
+    from onespeech.speech.document import segment_dict
+
+    print(json.dumps(segment_dict(final), ensure_ascii=False), flush=True)

@@ -7,7 +7,8 @@ every input path, checked before any frame is read; other rates than 16000 are r
 Client -> server: binary frames of mono PCM in that encoding (any size; a frame may
 split a sample), then the text frame ``{"type": "finish"}`` to flush the last chunk.
 Server -> client, as JSON text frames, in order:
-``{"type": "final", "start", "end", "text", "language", "words", "finish", "timing", "speaker"}``
+``{"type": "final", "start", "end", "text", "language", "words", "finish", "timing_method",
+"untimed_reason", "speaker"}``
 for each final (the same finals a ``LiveSession`` with the server's aligner returns, as
 the Document JSON writes a segment: each word ``{"text", "start", "end", "confidence",
 "timing_method", "speaker"}``, times in seconds from the first sample, None when the
@@ -25,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from onespeech.features import ClosedChunk, LiveChunker
 from onespeech.features.errors import SampleRateError
 from onespeech.features.pcm import SAMPLE_RATE, check_sample_rate
 from onespeech.kernels.jsonfile import loads_json
+from onespeech.speech.document import segment_dict
 from onespeech.speech.server.backend import Backend
 from onespeech.speech.server.errors import ApiError, bad_request, from_exception
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
@@ -144,7 +145,7 @@ class _Recognizer:
                 await _send_error(self._websocket, api)
                 return api
             if segment.text:
-                await self._websocket.send_json({"type": "final", **asdict(segment)})
+                await self._websocket.send_json({"type": "final", **segment_dict(segment)})
 
     async def _recognize(self, chunk: ClosedChunk) -> Any:
         backend, language = self._backend, self._language

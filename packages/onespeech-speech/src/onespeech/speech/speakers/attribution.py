@@ -109,16 +109,11 @@ def attribute_speakers(document: Document, turns: Sequence[Turn]) -> Document:
         if name not in order:
             order[name] = speaker_label(len(order))
     segments = [
-        replace(segment, speaker=order[seg_speaker], words=[_relabel(w, order) for w in words])
+        replace(segment, speaker=order[seg_speaker], words=tuple(_relabel(w, order) for w in words))
         for segment, words, seg_speaker in raw_segments
     ]
     durations: dict[str, float] = {}
     for t in turns:
         durations[order[t.speaker]] = durations.get(order[t.speaker], 0.0) + (t.end - t.start)
     speakers = [Speaker(label, round(durations[label], 3)) for label in sorted(durations)]
-    return replace(
-        document,
-        segments=segments,
-        words=[w for s in segments for w in s.words],
-        speakers=speakers,
-    )
+    return replace(document, segments=segments, speakers=speakers)
