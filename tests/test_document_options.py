@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from onespeech.speech import Document, TranscribeOptions, Transcriber, transcribe
@@ -31,6 +31,9 @@ def test_per_call_settings_are_what_is_recorded(runtime_dirs, vad_path: Path, cl
 
 def test_a_document_without_options_still_loads() -> None:
     document = Document.from_segments([], 1.0)
-    data = {"version": 1, **asdict(document)}
-    del data["options"]  # as documents were written before the options were kept
-    assert Document.from_dict(data).options is None
+    current = document.to_dict()
+    del current["options"]  # as documents were written before the options were kept
+    assert Document.from_dict(current).options is None
+    # and a version 1 file of that time (words stored beside the segments)
+    older = {**current, "version": 1, "words": []}
+    assert Document.from_dict(older).options is None
