@@ -1,7 +1,9 @@
-"""Fixtures of the qwen3 recognizer tests: a tiny seeded checkpoint, its config and weights."""
+"""Fixtures of the qwen3 recognizer tests: a tiny seeded checkpoint, its config and weights, and a
+recognizer on a copy of it for each test module."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +89,20 @@ class _FakeVadStream:
 @pytest.fixture()
 def fake_vad() -> type[FakeVad]:
     return FakeVad
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the tiny checkpoint for one test module (converted in place on first load)."""
+    target = tmp_path_factory.mktemp("recognizer") / "model"
+    shutil.copytree(tiny_checkpoint, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def recognizer(model_dir: Path):  # type: ignore[no-untyped-def]
+    """A recognizer on the module's copy, 8 new tokens at most, one thread."""
+    from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+
+    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8, threads=1)) as rec:
+        yield rec

@@ -1,6 +1,5 @@
 """Qwen3Recognizer.recognize_chunk: the public per-chunk step of transcribe and the speech layer."""
 
-import shutil
 import threading
 
 import numpy as np
@@ -16,27 +15,8 @@ from onespeech.qwen3 import (
     UnsupportedLanguageError,
 )
 from onespeech.qwen3.decoder import Generation
-
-SR = 16000
-
-
-@pytest.fixture(scope="module")
-def model_dir(tiny_checkpoint, tmp_path_factory):
-    target = tmp_path_factory.mktemp("recognize-chunk") / "model"
-    shutil.copytree(tiny_checkpoint, target)
-    return target
-
-
-@pytest.fixture(scope="module")
-def recognizer(model_dir):
-    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8, threads=1)) as rec:
-        yield rec
-
-
-def tone(seconds: float, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * SR)) / SR
-    return (0.3 * np.sin(2 * np.pi * 220 * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+from onespeech_tools.signals import SAMPLE_RATE as SR
+from onespeech_tools.signals import tone
 
 
 def answering(rec: Qwen3Recognizer, text: str, finished: bool = True):

@@ -1,4 +1,3 @@
-import shutil
 import threading
 
 import numpy as np
@@ -15,27 +14,8 @@ from onespeech.qwen3.errors import (
 )
 from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
 from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript
-
-SR = 16000
-
-
-@pytest.fixture(scope="module")
-def model_dir(tiny_checkpoint, tmp_path_factory):
-    target = tmp_path_factory.mktemp("recognizer") / "model"
-    shutil.copytree(tiny_checkpoint, target)
-    return target
-
-
-@pytest.fixture(scope="module")
-def recognizer(model_dir):
-    with Qwen3Recognizer.load(model_dir, Qwen3Options(max_new_tokens=8, threads=1)) as rec:
-        yield rec
-
-
-def tone(seconds: float, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * SR)) / SR
-    return (0.3 * np.sin(2 * np.pi * 220 * t) + 0.05 * rng.standard_normal(t.size)).astype(np.float32)
+from onespeech_tools.signals import SAMPLE_RATE as SR
+from onespeech_tools.signals import tone
 
 
 def answer(recognizer: Qwen3Recognizer, text: str) -> Generation:
