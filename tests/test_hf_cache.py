@@ -72,7 +72,7 @@ def hub(repo_dir: Path, tmp_path: Path, hub_server_cls, monkeypatch: pytest.Monk
 
 def fill_hf_cache(server, repo_dir: Path, hf: Path, skip: tuple[str, ...] = ()) -> None:
     """What ``from_pretrained`` leaves: every file of ``main`` fetched by huggingface_hub itself."""
-    huggingface_hub = pytest.importorskip("huggingface_hub")
+    huggingface_hub = pytest.importorskip("huggingface_hub", reason="needs huggingface_hub to lay out the cache (tox.ini py env)")
     for path in sorted(repo_dir.iterdir()):
         if path.name not in skip:
             huggingface_hub.hf_hub_download(ASR, path.name, revision="main", cache_dir=hf, endpoint=server.endpoint)

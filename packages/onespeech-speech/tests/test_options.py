@@ -102,7 +102,7 @@ def test_plain_json_round_trip() -> None:
 
 
 def test_server_config_holds_the_options_and_refuses_unknown_keywords() -> None:
-    pytest.importorskip("starlette")
+    pytest.importorskip("starlette", reason="needs onespeech-speech[server] (tox.ini py env)")
     from onespeech.speech.server import ServerConfig
 
     config = ServerConfig(model="m", aligner=None, threads=1, workers=2)
@@ -115,7 +115,7 @@ def test_server_config_holds_the_options_and_refuses_unknown_keywords() -> None:
 
 
 def test_the_server_backend_refuses_unknown_request_settings() -> None:
-    pytest.importorskip("starlette")
+    pytest.importorskip("starlette", reason="needs onespeech-speech[server] (tox.ini py env)")
     import inspect
 
     from onespeech.speech.server import Backend
