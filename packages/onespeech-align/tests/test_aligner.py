@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import shutil
 import threading
 from pathlib import Path
@@ -91,7 +92,9 @@ def test_align_returns_written_units_with_slot_times(narrow_aligner, speech):
     result = tiny_aligner.align(speech, TEXT, "en")
     units = written_units(TEXT, "en")
     assert result.text == TEXT and result.language == "en"
-    assert result.segments == (Segment(0.0, len(speech) / 16000, TEXT, "en"),)
+    # the one segment holds the timed words, and says which stage timed them
+    assert result.segments == (Segment(0.0, len(speech) / 16000, TEXT, "en", result.words,
+                                       timing_method=TimingMethod.FORCED_ALIGNER),)
     assert [w.text for w in result.words] == [u.text for u in units]
     raw = tiny_aligner.timestamp_logits(speech, spoken_units(units))
     pred = SlotPredictions.from_logits(raw.logits)
@@ -125,9 +128,12 @@ def test_align_chinese_uses_character_units(tiny_aligner, speech):
 def test_transcript_overload_projects_characters_and_keeps_confidence(narrow_aligner, speech):
     tiny_aligner = narrow_aligner
     words = (Word("\u4f60\u597d", confidence=0.9), Word("\uff0c", confidence=0.5), Word("\u4e16\u754c", confidence=0.7))
-    transcript = Transcript("\u4f60\u597d\uff0c\u4e16\u754c", "zh", (Segment(0.0, 5.0, "x", "zh"),), words)
+    transcript = Transcript("\u4f60\u597d\uff0c\u4e16\u754c", "zh", (Segment(0.0, 5.0, "x", "zh", words),))
     result = tiny_aligner.align(speech, transcript, "zh")
-    assert result.text == transcript.text and result.segments == transcript.segments
+    # everything but the words' times is kept; the timed words are back in their segment
+    assert result.text == transcript.text
+    assert [replace(s, words=()) for s in result.segments] == [replace(s, words=()) for s in transcript.segments]
+    assert result.words == result.segments[0].words
     assert [(w.text, w.confidence) for w in result.words] == [(w.text, w.confidence) for w in words]
     pred = SlotPredictions.from_logits(tiny_aligner.timestamp_logits(speech, list("\u4f60\u597d\u4e16\u754c")).logits)
     duration = len(speech) / 16000

@@ -59,7 +59,7 @@ def test_time_text_is_time_of_a_transcript_without_words(tiny_aligner_dir, speec
     try:
         text = "the apostle Paul"
         by_text = dispatcher.time_text(speech, text, "en")
-        by_transcript = dispatcher.time(speech, Transcript(text, "en", (), ()), "en")
+        by_transcript = dispatcher.time(speech, Transcript(text, "en"), "en")
         assert by_text.stage == by_transcript.stage == "qwen3-forced-aligner" and by_text.reason is None
         assert by_text.words == by_transcript.transcript.words and len(by_text.words) == 3
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -13,9 +15,15 @@ from onespeech.align import (
     default_dispatcher,
 )
 from onespeech.align import aligner as aligner_module
-from onespeech.qwen3.transcript import TimingMethod, Transcript, Word
+from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
 
-TRANSCRIPT = Transcript("hello world", "en", (), (Word("hello", confidence=0.5), Word("world")))
+
+def _transcript(text: str, language: str, *words: Word) -> Transcript:
+    """A one-segment transcript whose segment holds ``words``."""
+    return Transcript(text, language, (Segment(0.0, 1.0, text, language, words),))
+
+
+TRANSCRIPT = _transcript("hello world", "en", Word("hello", confidence=0.5), Word("world"))
 
 
 class _FakeAligner:
@@ -28,8 +36,9 @@ class _FakeAligner:
         return cls()
 
     def align_transcript(self, audio, transcript, language, cancel=None):
-        words = tuple(Word(w.text, 0.0, 0.08, w.confidence, TimingMethod.FORCED_ALIGNER) for w in transcript.words)
-        return Transcript(transcript.text, transcript.language, transcript.segments, words)
+        segments = tuple(replace(s, words=tuple(Word(w.text, 0.0, 0.08, w.confidence, TimingMethod.FORCED_ALIGNER)
+                                                for w in s.words)) for s in transcript.segments)
+        return Transcript(transcript.text, transcript.language, segments)
 
     def close(self):
         type(self).closed += 1
@@ -56,7 +65,7 @@ def test_other_languages_get_no_stage(language):
 
 
 def test_untimed_outcome_says_why_and_keeps_transcript():
-    transcript = Transcript("hallo wereld", "nl", (), (Word("hallo"), Word("wereld")))
+    transcript = _transcript("hallo wereld", "nl", Word("hallo"), Word("wereld"))
     outcome = default_dispatcher("/nowhere").time(np.zeros(16000, np.float32), transcript)
     assert outcome.transcript is transcript and outcome.stage is None
     assert "'nl'" in outcome.reason and "no CTC/DTW" in outcome.reason
@@ -129,6 +138,6 @@ def test_stages_are_tried_in_order():
 
 def test_forced_aligner_stage_on_the_tiny_checkpoint(tiny_aligner_dir, speech):
     stage = ForcedAlignerStage(tiny_aligner_dir, Qwen3AlignerOptions(threads=1))
-    timed = TimingDispatcher([stage]).time(speech, Transcript("the apostle", "en", (), (Word("the"), Word("apostle"))))
+    timed = TimingDispatcher([stage]).time(speech, _transcript("the apostle", "en", Word("the"), Word("apostle")))
     assert timed.stage == stage.name and [w.text for w in timed.transcript.words] == ["the", "apostle"]
     stage.close()

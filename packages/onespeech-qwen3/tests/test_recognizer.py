@@ -13,7 +13,7 @@ from onespeech.qwen3.errors import (
     UnsupportedLanguageError,
 )
 from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
-from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript
+from onespeech.qwen3.transcript import Segment, TimingMethod, Transcript, Word
 from onespeech_tools.signals import SAMPLE_RATE as SR
 from onespeech_tools.signals import tone
 
@@ -143,8 +143,9 @@ def test_forced_language_prompt_and_written_words(recognizer, monkeypatch) -> No
     monkeypatch.setattr(recognizer.decoder, "generate", generate)
     result = recognizer.transcribe(tone(2.0), language="en")
     assert result.text == "Hello, big world." and result.language == "en"
-    assert result.segments == (Segment(0.0, 2.0, "Hello, big world.", "en"),)
-    assert [w.text for w in result.words] == ["Hello,", "big", "world."]
+    words = (Word("Hello,"), Word("big"), Word("world."))
+    assert result.segments == (Segment(0.0, 2.0, "Hello, big world.", "en", words),)
+    assert result.words == words  # a view of the segment's words
     assert all(w.start is None and w.end is None and w.timing_method is TimingMethod.NONE for w in result.words)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,7 @@ from onespeech.qwen3 import (
     Qwen3Config,
     RecognitionCancelledError,
     Segment,
+    TimingMethod,
     Transcript,
     Word,
     WrittenUnit,
@@ -247,8 +248,9 @@ class Qwen3ForcedAligner:
         if isinstance(text, Transcript):
             return self.align_transcript(audio, text, language, cancel)
         n_samples, language, words = self._align_text(audio, text, language, cancel)
-        segment = Segment(0.0, n_samples / SAMPLE_RATE, text, language)
-        return Transcript(text=text, language=language, segments=(segment,), words=words)
+        segment = Segment(0.0, n_samples / SAMPLE_RATE, text, language, words,
+                          timing_method=TimingMethod.FORCED_ALIGNER)
+        return Transcript(text=text, language=language, segments=(segment,))
 
     def align_words(self, audio: np.ndarray, text: str, language: str, cancel: Cancel = None) -> tuple[Word, ...]:
         """The written units of ``text`` as words timed in ``audio``: ``align(audio, text, language).words``.
@@ -266,23 +268,31 @@ class Qwen3ForcedAligner:
         Each word's text is split into units by the language's rules; its start is the
         first unit's start slot and its end the last unit's end slot (character slots
         projected back onto the caller's word boundaries). Word confidence, text,
-        segments and the transcript text are kept as they are. A transcript without
-        words gets words from its text, as :meth:`align` would make them.
+        segments and the transcript text are kept as they are; the timed words go back
+        into the segments that held them. A transcript without words gets words from
+        its text, as :meth:`align` would make them: each segment's from its own text
+        (one segment spanning the audio when it has none).
         """
         check_cancel(cancel)
         self._check_open()
         language = check_language(language if language is not None else transcript.language)
         check_text(transcript.text)
         pcm = _checked_pcm(audio)
+        segments = transcript.segments or (Segment(0.0, pcm.shape[0] / SAMPLE_RATE, transcript.text, language),)
         if not transcript.words:
-            units = _checked_units(transcript.text, language)
+            per_segment = [written_units(s.text, language) for s in segments]
+            units = [u for group in per_segment for u in group]
+            _check_unit_count(len(units), sum(len(u.spoken) for u in units))
             timed = self._time_words(pcm, [Word(u.text) for u in units], [u.spoken for u in units],
                                      keep_confidence=False, cancel=cancel)
+            counts = [len(group) for group in per_segment]
         else:
-            spoken = [tuple(spoken_units(written_units(w.text, language))) for w in transcript.words]
-            _check_unit_count(len(transcript.words), sum(len(s) for s in spoken))
-            timed = self._time_words(pcm, list(transcript.words), spoken, keep_confidence=True, cancel=cancel)
-        return Transcript(transcript.text, transcript.language, transcript.segments, tuple(timed))
+            words = transcript.words
+            spoken = [tuple(spoken_units(written_units(w.text, language))) for w in words]
+            _check_unit_count(len(words), sum(len(s) for s in spoken))
+            timed = self._time_words(pcm, list(words), spoken, keep_confidence=True, cancel=cancel)
+            counts = [len(s.words) for s in segments]
+        return Transcript(transcript.text, transcript.language, _refill(segments, timed, counts))
 
     def timestamp_logits(self, audio: np.ndarray, units: list[str], cancel: Cancel = None) -> TimestampLogits:
         """The head's raw logits at every timestamp token (two per spoken unit).
@@ -392,6 +402,15 @@ def _check_unit_count(n_written: int, n_spoken: int) -> None:
             f"text has {n_written} written units ({n_spoken} spoken units); alignment allows at most "
             f"{MAX_UNITS}; align it in shorter pieces"
         )
+
+
+def _refill(segments: tuple[Segment, ...], words: list[Word], counts: list[int]) -> tuple[Segment, ...]:
+    """The segments holding the timed words, ``counts[i]`` of them in segment ``i``, in order."""
+    out, first = [], 0
+    for segment, count in zip(segments, counts, strict=True):
+        out.append(replace(segment, words=tuple(words[first : first + count])))
+        first += count
+    return tuple(out)
 
 
 def _checked_units(text: str, language: str) -> list[WrittenUnit]:

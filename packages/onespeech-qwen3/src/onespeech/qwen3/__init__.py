@@ -28,7 +28,7 @@ from onespeech.qwen3.errors import (
 from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.load_options import options_from
 from onespeech.qwen3.recognizer import Qwen3Options, Qwen3Recognizer, RecognizedChunk
-from onespeech.qwen3.transcript import Finish, Segment, TimingMethod, Transcript, Word
+from onespeech.qwen3.transcript import Finish, Segment, TimingMethod, Transcript, Word, languages_by_time
 from onespeech.qwen3.units import WrittenUnit, spoken_units, written_units
 
 __version__ = "0.1.0"
@@ -56,6 +56,7 @@ __all__ = [
     "UnsupportedLanguageError",
     "Word",
     "WrittenUnit",
+    "languages_by_time",
     "load_config",
     "options_from",
     "spoken_units",

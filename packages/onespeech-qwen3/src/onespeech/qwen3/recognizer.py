@@ -44,7 +44,7 @@ from onespeech.qwen3.load_options import options_from
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
 from onespeech.qwen3.runtime import RuntimeModel
 from onespeech.qwen3.transcript import Segment, Transcript, Word
-from onespeech.qwen3.units import join_texts, written_units
+from onespeech.qwen3.units import written_units
 from onespeech.tokenizer import Qwen3Tokenizer
 
 if TYPE_CHECKING:
@@ -315,7 +315,7 @@ class Qwen3Recognizer:
                     segment = self._transcribe_chunk(closed.pcm, start, end, name, cancel)
                     if segment.text:
                         segments.append(segment)
-        return _document(segments, self.languages)
+        return Transcript.from_segments(segments)
 
     def recognize_chunk(
         self, audio: np.ndarray, language: str | None = None, cancel: Cancel = None
@@ -526,7 +526,9 @@ class Qwen3Recognizer:
                 f"max_new_tokens={self.options.max_new_tokens} before the model ended its answer; "
                 f"raise Qwen3Options.max_new_tokens (up to {MAX_NEW_TOKENS_LIMIT})"
             )
-        return Segment(start / SAMPLE_RATE, end / SAMPLE_RATE, result.text, result.language)
+        # the segment holds its written units (untimed): Transcript.words is their view
+        words = tuple(Word(u.text) for u in written_units(result.text, result.language))
+        return Segment(start / SAMPLE_RATE, end / SAMPLE_RATE, result.text, result.language, words)
 
     def decode_ids(self, ids: list[int]) -> str:
         """The text of generated ids (special tokens skipped), before ``parse_output``."""
@@ -554,17 +556,3 @@ class Qwen3Recognizer:
 
         self._vad = load_vad(self._vad)
         return self._vad
-
-
-def _document(segments: list[Segment], languages: Languages) -> Transcript:
-    """Join chunk segments into the transcript (text, language covering most time, words)."""
-    if not segments:
-        return Transcript.empty()
-    duration: dict[str, float] = {}
-    for seg in segments:
-        if seg.language:
-            duration[seg.language] = duration.get(seg.language, 0.0) + (seg.end or 0.0) - (seg.start or 0.0)
-    language = max(duration, key=lambda k: duration[k]) if duration else None  # first wins ties
-    words = [Word(u.text) for seg in segments for u in written_units(seg.text, seg.language)]
-    text = join_texts((seg.text, seg.language) for seg in segments)
-    return Transcript(text=text, language=language, segments=tuple(segments), words=tuple(words))

@@ -12,7 +12,10 @@ speakers); changes are new objects (``dataclasses.replace``), never edits.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from onespeech.qwen3.units import join_texts
 
 
 class TimingMethod(enum.Enum):
@@ -71,9 +74,8 @@ class Segment:
         The short tag (``"en"``) or the model's name for a language without a known
         tag; None if unknown.
     words : tuple of Word
-        The written units of ``text`` (empty where the producer does not split them,
-        as ``Qwen3Recognizer.transcribe``, which lists them in ``Transcript.words``).
-        A list given here is kept as a tuple.
+        The written units of ``text`` (``Transcript.words`` and ``Document.words`` are
+        views of them). A list given here is kept as a tuple.
     finish : Finish
         How the model's answer ended.
     timing_method : TimingMethod
@@ -103,18 +105,43 @@ class Segment:
 
 @dataclass(frozen=True)
 class Transcript:
-    """A recognised document: full text, its language, segments and words.
+    """A recognised document: full text, its language and segments (which hold the words).
 
     ``language`` is the language covering the most segment time (ties: the first),
-    None for empty or silent audio.
+    None for empty or silent audio. ``words`` is a view of the segments' words, as
+    ``Document.words`` is: the words are stored once, in their segments.
     """
 
     text: str
     language: str | None
     segments: tuple[Segment, ...] = ()
-    words: tuple[Word, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.segments, list):
+            object.__setattr__(self, "segments", tuple(self.segments))
+
+    @property
+    def words(self) -> tuple[Word, ...]:
+        """All segments' words in order (the segments hold them; this is not a second copy)."""
+        return tuple(word for segment in self.segments for word in segment.words)
+
+    @classmethod
+    def from_segments(cls, segments: Sequence[Segment]) -> Transcript:
+        """The transcript of ``segments``: their texts joined, the language with the most time."""
+        languages = languages_by_time(segments)
+        return cls(join_texts((s.text, s.language) for s in segments), languages[0] if languages else None,
+                   tuple(segments))
 
     @classmethod
     def empty(cls) -> Transcript:
         """The transcript of empty audio."""
-        return cls(text="", language=None, segments=(), words=())
+        return cls(text="", language=None, segments=())
+
+
+def languages_by_time(segments: Sequence[Segment]) -> list[str]:
+    """Every segment language, most segment time first (ties: first appearance)."""
+    time: dict[str, float] = {}
+    for segment in segments:
+        if segment.language:
+            time[segment.language] = time.get(segment.language, 0.0) + segment.end - segment.start
+    return sorted(time, key=lambda tag: -time[tag])  # stable: ties keep first appearance

@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from onespeech.kernels.jsonfile import loads_json
-from onespeech.qwen3 import Finish, Segment, TimingMethod, Word
-from onespeech.qwen3.units import join_texts
+from onespeech.qwen3 import Finish, Segment, TimingMethod, Transcript, Word, languages_by_time
 from onespeech.speech.errors import DocumentFormatError
 
 # the result model is qwen3's, one family for every layer; speech re-exports it
@@ -118,17 +117,13 @@ class Document:
         aligner: ModelInfo | None = None,
     ) -> Document:
         """Assemble the document-level fields (text, languages, words) from segments."""
-        time: dict[str, float] = {}
-        for segment in segments:
-            if segment.language:
-                time[segment.language] = time.get(segment.language, 0.0) + segment.end - segment.start
-        # most time first; ties keep first appearance (sorted is stable)
-        languages = sorted(time, key=lambda tag: -time[tag])
+        # the recognizer's Transcript is assembled by the same rules (one place: qwen3.transcript)
+        transcript = Transcript.from_segments(segments)
         return cls(
-            text=join_texts((s.text, s.language) for s in segments),
+            text=transcript.text,
             duration=duration,
-            language=languages[0] if languages else None,
-            languages=languages,
+            language=transcript.language,
+            languages=languages_by_time(segments),
             segments=segments,
             model=model,
             aligner=aligner,
