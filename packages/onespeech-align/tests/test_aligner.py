@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import shutil
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
