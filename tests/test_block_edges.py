@@ -162,7 +162,7 @@ def test_stream_file_takes_a_file_whose_last_block_is_short(
 @pytest.mark.parametrize("chunking", ["file", "region"])
 def test_live_blocks_of_10_ms(quick_asr: Path, vad_path: Path, speech: np.ndarray, chunking: str) -> None:
     pcm = speech[: 3 * S + 77]
-    with LiveSession(quick_asr, vad=vad_path, threads=1, max_new_tokens=BUDGET, chunking=chunking) as live:
+    with LiveSession(quick_asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=BUDGET, chunking=chunking) as live:
         finals = []
         for start in range(0, pcm.shape[0], 160):  # 10 ms blocks, the last one of 77 samples
             finals += live.push(pcm[start : start + 160])

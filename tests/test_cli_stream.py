@@ -27,7 +27,7 @@ def pcm16(clips: dict[str, Path]) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def want(runtime_dirs, vad_path: Path, pcm16: np.ndarray) -> list:  # type: ignore[no-untyped-def]
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
         return session.push(pcm16) + session.finish()
 
 
@@ -35,8 +35,8 @@ def _stream(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
             data: bytes, *extra: str) -> list[str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
-    status = main(["stream", "-", "-m", str(runtime_dirs.asr), "--threads", "1", "--max-new-tokens", str(BUDGET),
-                   *extra])
+    status = main(["stream", "-", "-m", str(runtime_dirs.asr), "--aligner", "none", "--threads", "1",
+                   "--max-new-tokens", str(BUDGET), *extra])
     out = capsys.readouterr()
     assert status == 0, out.err
     return out.out.splitlines()
@@ -60,7 +60,7 @@ def test_a_wav_stream_as_jsonl(monkeypatch, capsys, runtime_dirs, vad_path, pcm1
 
 def test_raw_pcm_at_another_rate_is_resampled(monkeypatch, capsys, runtime_dirs, vad_path, pcm16) -> None:  # type: ignore[no-untyped-def]
     half = pcm16[::2].copy()  # played as 8 kHz
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
         want = session.push(half, 8000) + session.finish()
     lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, half.astype("<i2").tobytes(), "--rate", "8000")
     assert lines == [text_line(s) for s in want]
@@ -85,7 +85,7 @@ def test_a_damaged_model_is_reported_without_a_traceback(monkeypatch, capsys, ru
     tensor_file.write_bytes(tensor_file.read_bytes()[:-4096])  # cut short, as an interrupted copy leaves it
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
     monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
-    status = main(["stream", "-", "-m", str(damaged), "--threads", "1", "--rate", "16000"])
+    status = main(["stream", "-", "-m", str(damaged), "--aligner", "none", "--threads", "1", "--rate", "16000"])
     err = capsys.readouterr().err
     assert status == 1
     assert err.startswith("onespeech stream: ") and tensor_file.name in err and "Traceback" not in err
@@ -95,7 +95,7 @@ def test_a_damaged_model_is_reported_without_a_traceback(monkeypatch, capsys, ru
 def test_an_audio_file_on_stdin_is_decoded_as_the_file_path_decodes_it(  # type: ignore[no-untyped-def]
         monkeypatch, capsys, runtime_dirs, vad_path, clips, clip: str) -> None:
     # before: FLAC or MP3 bytes were read as raw PCM: noise, nothing printed, exit status 0
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=BUDGET) as session:
         want = session.push(load_audio(clips[clip])) + session.finish()
     assert want
     lines = _stream(monkeypatch, capsys, runtime_dirs, vad_path, clips[clip].read_bytes())
@@ -113,7 +113,7 @@ def test_stdin_that_is_not_audio_is_refused_naming_the_accepted_inputs(  # type:
         monkeypatch, capsys, runtime_dirs, vad_path, data: bytes, extra: tuple[str, ...], says: str) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     monkeypatch.setenv("ONESPEECH_VAD_MODEL", str(vad_path))
-    status = main(["stream", "-", "-m", str(runtime_dirs.asr), "--threads", "1", *extra])
+    status = main(["stream", "-", "-m", str(runtime_dirs.asr), "--aligner", "none", "--threads", "1", *extra])
     out = capsys.readouterr()
     assert status == 1 and out.out == ""
     assert out.err.startswith("onespeech stream: UnreadableAudioError: <stdin>: ") and says in out.err

@@ -13,7 +13,7 @@ from onespeech.speech.streaming import LiveSession
 def test_a_session_reports_each_final(runtime_dirs, vad_path: Path, clips: dict[str, Path]) -> None:  # type: ignore[no-untyped-def]
     pcm = load_audio(clips["joined"])
     events: list[tuple[str, float, float]] = []
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=4,
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=4,
                      progress=lambda *event: events.append(event)) as session:
         for start in range(0, pcm.shape[0], 16000):
             session.push(pcm[start : start + 16000])

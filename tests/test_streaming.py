@@ -24,7 +24,7 @@ BUDGET = 12
 
 @pytest.fixture(scope="module")
 def session(runtime_dirs, vad_path: Path):  # type: ignore[no-untyped-def]
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=BUDGET) as live:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=BUDGET) as live:
         yield live
 
 
@@ -167,7 +167,7 @@ def test_session_errors_say_what_is_wrong(session: LiveSession, runtime_dirs, va
         LiveSession(runtime_dirs.asr, language="tlh", vad=vad_path)
     with pytest.raises(FileNotFoundError):
         LiveSession(runtime_dirs.asr, aligner=runtime_dirs.asr.parent / "no-such-aligner", vad=vad_path)
-    closed = LiveSession(runtime_dirs.asr, vad=vad_path)
+    closed = LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path)
     closed.close()
     with pytest.raises(ObjectClosedError):
         closed.push(np.zeros(10, dtype=np.float32))

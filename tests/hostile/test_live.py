@@ -29,7 +29,7 @@ RANGE = f"{MIN_INPUT_SAMPLE_RATE} to {MAX_INPUT_SAMPLE_RATE} Hz"
 _SESSION_CASE = """
 import numpy as np
 from onespeech.speech.streaming import LiveSession
-with LiveSession(args["asr"], vad=args["vad"], threads=1, max_new_tokens=4) as session:
+with LiveSession(args["asr"], aligner=None, vad=args["vad"], threads=1, max_new_tokens=4) as session:
     session.push(np.zeros(args["n"], dtype=np.float32), sample_rate=args["rate"])
     result = session.samples_heard
 """
@@ -37,7 +37,7 @@ with LiveSession(args["asr"], vad=args["vad"], threads=1, max_new_tokens=4) as s
 
 @pytest.fixture(scope="module")
 def session(runtime_dirs, vad_path: Path) -> Iterator[LiveSession]:  # type: ignore[no-untyped-def]
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=4) as live:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=4) as live:
         yield live
 
 
@@ -143,7 +143,7 @@ def test_a_nonfinite_block_at_another_rate_fixes_nothing(session: LiveSession) -
 @pytest.mark.parametrize("chunking", ["file", "region"])
 def test_a_finished_session_refuses_pushes_until_reset(runtime_dirs, vad_path: Path, speech: np.ndarray,  # type: ignore[no-untyped-def]
                                                        chunking: str) -> None:
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=4, chunking=chunking) as session:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=4, chunking=chunking) as session:
         first = session.push(speech[: 2 * 16000]) + session.finish()
         assert first  # the 2 s of speech gave a final
         heard = session.samples_heard
@@ -180,7 +180,7 @@ def test_pushes_from_four_threads_keep_the_session_whole(runtime_dirs, vad_path:
             except BaseException as error:  # every other error is a failure of the session
                 errors.append(error)
 
-    with LiveSession(runtime_dirs.asr, vad=vad_path, threads=1, max_new_tokens=4) as session:
+    with LiveSession(runtime_dirs.asr, aligner=None, vad=vad_path, threads=1, max_new_tokens=4) as session:
         threads = [threading.Thread(target=pusher, args=(session, seed)) for seed in range(4)]
         for thread in threads:
             thread.start()
@@ -208,7 +208,7 @@ sys.stdin = Stdin()
 err, out = io.StringIO(), io.StringIO()
 with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
     try:
-        status = main(["stream", "-", "-m", args["asr"], "--threads", "1", "--max-new-tokens", "4", *args["extra"]])
+        status = main(["stream", "-", "-m", args["asr"], "--aligner", "none", "--threads", "1", "--max-new-tokens", "4", *args["extra"]])
     except SystemExit as exit:
         status = exit.code
 result = {"status": status, "err": err.getvalue(), "out": out.getvalue()}

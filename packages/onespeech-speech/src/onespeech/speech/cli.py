@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from onespeech.speech import __version__, flags
-from onespeech.speech.flags import NumberOption, model_or_none, speakers_type
+from onespeech.speech.flags import NumberOption, speakers_type
 
 if TYPE_CHECKING:
     from onespeech.speech.options import TranscribeOptions
@@ -67,7 +67,6 @@ def add_model_options(
     parser: argparse.ArgumentParser,
     *,
     outputs: bool = True,
-    aligner: str | None = None,
     speakers: bool | None = None,
 ) -> None:
     """The options shared by every command that transcribes.
@@ -79,13 +78,12 @@ def add_model_options(
     Turn the parsed values into options with :func:`options_from_args`.
     ``outputs=False`` leaves out -f and -o (commands that write no files, such as
     ``stream`` and ``serve``); ``speakers`` adds the speaker options (default: as
-    ``outputs``, the commands that transcribe files); ``aligner`` is the default of
-    --aligner (None: the default aligner; "none" for commands that time no words
-    unless asked).
+    ``outputs``, the commands that transcribe files). Every default is the field's
+    own, so each command starts from ``TranscribeOptions()``.
     """
     from onespeech.speech.writers import FORMATS
 
-    add_option_flags(parser, "model", aligner=aligner)
+    add_option_flags(parser, "model")
     if outputs:
         parser.add_argument("-f", "--format", default="txt",
                             help=f"output formats, comma-separated: {','.join(FORMATS)} or all (default txt)")
@@ -139,11 +137,8 @@ def transcriber_options(args: argparse.Namespace) -> dict:
 
     from onespeech.speech.options import TranscribeOptions
 
-    options = {spec.name: getattr(args, spec.name) for spec in fields(TranscribeOptions)
-               if "flag" in spec.metadata and hasattr(args, spec.name)}
-    if isinstance(options.get("aligner"), str):
-        options["aligner"] = model_or_none(options["aligner"])  # a default given as text: "none"
-    return options
+    return {spec.name: getattr(args, spec.name) for spec in fields(TranscribeOptions)
+            if "flag" in spec.metadata and hasattr(args, spec.name)}
 
 
 def options_from_args(args: argparse.Namespace) -> TranscribeOptions:

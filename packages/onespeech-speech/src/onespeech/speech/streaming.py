@@ -114,14 +114,15 @@ class LiveSession:
     model : str or PathLike, optional
         Sugar for ``options.model``: the recognizer (loaded now, kept until ``close``).
     options : TranscribeOptions, optional
-        As for ``transcribe``; keyword arguments naming its fields change it. Without
-        ``options``, ``aligner`` defaults to None here (finals without word times,
-        ``untimed_reason="aligner disabled"``, and only the recognizer in memory). With an
-        aligner, each final's words are timed exactly as ``transcribe`` times its
-        segments (the same timing dispatcher and per-language rule; a final in a
-        language no stage supports keeps None times and says why in ``untimed_reason``); it is
-        loaded now and held with the recognizer for the whole session. ``speakers``
-        and ``max_pause`` do not apply: finals carry no speakers.
+        As for ``transcribe``, with ``transcribe``'s defaults (``TranscribeOptions()``);
+        keyword arguments naming its fields change it. With an aligner (the default,
+        Qwen3-ForcedAligner-0.6B), each final's words are timed exactly as
+        ``transcribe`` times its segments (the same timing dispatcher and per-language
+        rule; a final in a language no stage supports keeps None times and says why in
+        ``untimed_reason``); it is loaded now and held with the recognizer for the whole
+        session. ``aligner=None``: finals without word times (``untimed_reason="aligner
+        disabled"``) and only the recognizer in memory. ``speakers`` and ``max_pause``
+        do not apply: finals carry no speakers.
     chunking : {"region", "file"}
         "region" (default): each VAD speech region is a chunk, recognized as soon as
         it closes (regions over 30 s are cut at their quietest point). "file": the
@@ -153,8 +154,6 @@ class LiveSession:
         if chunking not in CHUNKING:
             raise ValueError(f"chunking={chunking!r}; use one of {CHUNKING}")
         check_progress(progress)
-        if options is None:
-            changes.setdefault("aligner", None)  # a live session times words only when asked
         if model is not None:
             changes["model"] = model
         self.options = settings = TranscribeOptions.build(options, **changes)

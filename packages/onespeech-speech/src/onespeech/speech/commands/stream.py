@@ -8,9 +8,9 @@ inputs. A path instead of ``-`` is decoded as a file and streamed. Every rate (a
 header, a file, ``--rate``) meets the rule of every input path: 1000 to 768000 Hz.
 Each final is printed as soon as its VAD chunk closes: ``[start --> end] text`` or,
 with ``--format jsonl``, one JSON object per line (the segment as the Document JSON
-writes it, words included). ``--aligner MODEL`` times each final's words as
-``transcribe`` does (the aligner is then held with the recognizer for the session);
-the default is ``none``. Exit status 0, 1 on bad audio or model errors, 2 for usage
+writes it, words included). Each final's words are timed as ``transcribe`` times
+them, with ``transcribe``'s default aligner (held with the recognizer for the
+session); ``--aligner none`` leaves them untimed. Exit status 0, 1 on bad audio or model errors, 2 for usage
 errors.
 """
 
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(a WAV header still gives its own)")
     parser.add_argument("--format", dest="stream_format", choices=("text", "jsonl"), default="text",
                         help="text: '[start --> end] text' lines (default); jsonl: one JSON object per final")
-    add_model_options(parser, outputs=False, aligner="none")  # as LiveSession: word times only when asked
+    add_model_options(parser, outputs=False)  # TranscribeOptions' defaults, as every entry point
     parser.set_defaults(func=run)
 
 

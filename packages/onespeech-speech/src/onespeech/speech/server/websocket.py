@@ -64,7 +64,8 @@ async def stream_endpoint(websocket: WebSocket, backend: Backend, pool: WorkerPo
     recognizer: _Recognizer | None = None
     try:
         sample_rate, dtype, language = _parameters(websocket, backend)
-        chunker = LiveChunker(backend.shared_vad())
+        # the server's VAD settings, as a LiveSession with the server's options chunks
+        chunker = LiveChunker(backend.shared_vad(), backend.config.options.vad_options)
         resampler = StreamResampler()
         recognizer = _Recognizer(websocket, backend, pool, language)
         leftover = b""
