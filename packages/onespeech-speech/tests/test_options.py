@@ -42,8 +42,10 @@ def test_the_parsed_defaults_are_the_options_defaults(verb: str) -> None:
     assert options_from_args(args) == TranscribeOptions()
 
 
-def test_stream_times_no_words_unless_asked() -> None:
+def test_stream_times_words_as_transcribe_does_unless_told_none() -> None:
     args = build_parser().parse_args(["stream", "-"])
+    assert options_from_args(args) == TranscribeOptions()
+    args = build_parser().parse_args(["stream", "-", "--aligner", "none"])
     assert options_from_args(args) == TranscribeOptions(aligner=None)
     args = build_parser().parse_args(["stream", "-", "--aligner", "my-aligner"])
     assert options_from_args(args).aligner == "my-aligner"
