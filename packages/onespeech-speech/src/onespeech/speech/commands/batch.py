@@ -20,7 +20,8 @@ ORDER = 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import add_model_options, workers_option
+    from onespeech.speech.arguments import add_model_options
+    from onespeech.speech.flags import workers_option
 
     parser = subparsers.add_parser("batch", help="transcribe a corpus: resumable, on worker processes or Ray")
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="audio files, folders, manifests (.txt, .jsonl)")
@@ -46,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from onespeech.speech.arguments import options_from_args, progress_from_args
     from onespeech.speech.batch import transcribe_corpus
-    from onespeech.speech.cli import options_from_args, progress_from_args
     from onespeech.speech.writers import parse_formats
 
     try:

@@ -23,7 +23,8 @@ EXTENSIONS = {"rttm": "rttm", "json": "turns.json"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import add_speaker_options, threads_option
+    from onespeech.speech.arguments import add_speaker_options
+    from onespeech.speech.flags import threads_option
     from onespeech.speech.speakers.formats import TURN_FORMATS
 
     parser = subparsers.add_parser("diarize", help="who speaks when: speaker turns as RTTM and JSON")

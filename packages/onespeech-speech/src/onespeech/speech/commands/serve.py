@@ -22,7 +22,8 @@ _INSTALL_HINT = "onespeech serve needs the server extra: pip install 'onespeech-
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import NumberOption, add_model_options, workers_option
+    from onespeech.speech.arguments import add_model_options
+    from onespeech.speech.flags import NumberOption, workers_option
     from onespeech.speech.server.config import (
         DEFAULT_IDLE_TIMEOUT_S,
         DEFAULT_MAX_AUDIO_S,
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"{_INSTALL_HINT} ({error})", file=sys.stderr)
         return 2
-    from onespeech.speech.cli import options_from_args
+    from onespeech.speech.arguments import options_from_args
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     try:

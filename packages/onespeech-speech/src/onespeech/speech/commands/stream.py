@@ -29,7 +29,7 @@ _BLOCK_BYTES = 6400  # 200 ms of 16 kHz 16-bit mono: a final waits at most this 
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import add_model_options
+    from onespeech.speech.arguments import add_model_options
 
     parser = subparsers.add_parser("stream", help="print finals of live audio from stdin (WAV, raw PCM, audio file)")
     parser.add_argument("source", metavar="SOURCE",
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_session(args: argparse.Namespace, blocks: Generator[tuple[np.ndarray, int], None, None]) -> int:
     from onespeech.kernels import ModelIntegrityError
-    from onespeech.speech.cli import options_from_args
+    from onespeech.speech.arguments import options_from_args
     from onespeech.speech.streaming import LiveSession
 
     try:

@@ -21,7 +21,7 @@ ORDER = 10
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from onespeech.speech.cli import add_model_options
+    from onespeech.speech.arguments import add_model_options
 
     parser = subparsers.add_parser("transcribe", help="transcribe audio files (txt, srt, vtt, tsv, json)")
     parser.add_argument("files", nargs="+", metavar="FILE", help="audio files (wav, flac, mp3, ogg, ...)")
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from onespeech.speech.cli import options_from_args, progress_from_args
+    from onespeech.speech.arguments import options_from_args, progress_from_args
     from onespeech.speech.output_paths import plan_outputs
     from onespeech.speech.transcribe import Transcriber
     from onespeech.speech.writers import parse_formats, write_outputs
