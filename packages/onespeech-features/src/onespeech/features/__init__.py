@@ -8,8 +8,8 @@ Public API:
   is the alignment path (at most 300 s)
 - VAD: ``SileroVad``, ``load_vad``, ``VadOptions``, ``SpeechRegion``, ``VadStream``
 - chunks: ``plan_chunks``, ``ChunkPlanner`` (the same plan over a stream), ``Chunk``;
-  the chunkers of streamed audio ``AudioChunker`` (files) and ``LiveChunker`` (live
-  streams), handing out ``ClosedChunk``; ``SpeechRegionStream`` (closed VAD regions
+  the one chunker of streamed audio ``StreamChunker`` and its presets ``AudioChunker``
+  (files) and ``LiveChunker`` (live streams), handing out ``ClosedChunk``; ``SpeechRegionStream`` (closed VAD regions
   of a stream with their samples)
 - speaker encoder: ``SpeakerEncoder`` (Resemblyzer's GE2E), ``convert_resemblyzer``,
   the restricted torch-checkpoint reader ``read_torch_checkpoint``; the catalog model:
@@ -18,7 +18,7 @@ Public API:
 
 from onespeech.features import models as _models  # noqa: F401 - registers the vad and speaker kinds
 from onespeech.features.audio import AudioFileSource, load_audio
-from onespeech.features.chunker import AudioChunker, ClosedChunk, LiveChunker
+from onespeech.features.chunker import AudioChunker, ClosedChunk, LiveChunker, StreamChunker
 from onespeech.features.chunks import Chunk, ChunkPlanner, plan_chunks
 from onespeech.features.errors import (
     AudioError,
@@ -88,6 +88,7 @@ __all__ = [
     "SpeakerModelNotFoundError",
     "SpeechRegion",
     "SpeechRegionStream",
+    "StreamChunker",
     "SpeechSegmenter",
     "SpoolLimitError",
     "TorchCheckpointError",

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from onespeech.features.pcm import SAMPLE_RATE
+from onespeech.features.spans import SampleSpan
 
 WINDOW_SAMPLES = 512  # Silero VAD at 16 kHz: one speech probability per 32 ms
 _SAMPLES_PER_MS = SAMPLE_RATE // 1000
@@ -68,23 +69,8 @@ class VadOptions:
 
 
 @dataclass(frozen=True)
-class SpeechRegion:
+class SpeechRegion(SampleSpan):
     """A region of speech: samples ``start`` (inclusive) to ``end`` (exclusive) at 16 kHz."""
-
-    start: int
-    end: int
-
-    @property
-    def start_s(self) -> float:
-        return self.start / SAMPLE_RATE
-
-    @property
-    def end_s(self) -> float:
-        return self.end / SAMPLE_RATE
-
-    @property
-    def n_samples(self) -> int:
-        return self.end - self.start
 
 
 @dataclass
@@ -106,6 +92,7 @@ class SpeechSegmenter:
         self._triggered = False
         self._start = 0  # start of the open region
         self._temp_end = 0  # first silent window of the current silence run (0: none)
+        self._open_start: int | None = None  # the padded start of the open region, once a neighbour fixed it
         self._pending: list[_Pending] = []  # closed regions not yet returned
 
     @property
@@ -138,6 +125,7 @@ class SpeechSegmenter:
             if p >= threshold and not self._triggered:
                 self._triggered = True
                 self._start = position
+                self._open_start = None
                 continue
             if p < exit_threshold and self._triggered:
                 if not self._temp_end:
@@ -149,13 +137,37 @@ class SpeechSegmenter:
     def finish(self, n_samples: int) -> list[SpeechRegion]:
         """End of the stream of ``n_samples`` samples: return the remaining regions."""
         if self._triggered and n_samples - self._start > self._min_speech:
-            self._pending.append(_Pending(self._start, n_samples, max(0, self._start - self._pad)))
+            self._pending.append(_Pending(self._start, n_samples, self._padded_start()))
         self._triggered = False
         return self._release(n_samples=n_samples)
 
+    def open_region(self) -> tuple[int, int] | None:
+        """The region in progress once it is certain: ``(start, min_raw_end)``, else None.
+
+        Certain means it is long enough to be kept whatever comes next and every
+        earlier region is returned, so ``start`` (padded) is final and the region's
+        end, once it closes, is at or after ``min_raw_end`` (its first silent window
+        so far, or the next window). A streaming chunker cuts a long region in
+        progress from this, so its memory stays bounded during unbroken speech.
+        """
+        if self._pending or not self._open_confirmed():
+            return None
+        return self._padded_start(), self._min_raw_end()
+
+    def _min_raw_end(self) -> int:
+        # the region ends at its first silent window: the current run's, or a later one
+        return self._temp_end or WINDOW_SAMPLES * self._window
+
+    def _open_confirmed(self) -> bool:
+        """The open region is longer than the minimum whatever comes next (it will be returned)."""
+        return self._triggered and self._min_raw_end() - self._start > self._min_speech
+
+    def _padded_start(self) -> int:
+        return self._open_start if self._open_start is not None else max(0, self._start - self._pad)
+
     def _close(self, end: int) -> None:
         if end - self._start > self._min_speech:
-            self._pending.append(_Pending(self._start, end, max(0, self._start - self._pad)))
+            self._pending.append(_Pending(self._start, end, self._padded_start()))
         self._triggered = False
         self._temp_end = 0
 
@@ -173,6 +185,14 @@ class SpeechSegmenter:
                     end = region.raw_end + self._pad
             elif n_samples is not None:
                 end = min(n_samples, region.raw_end + self._pad)
+            elif self._open_confirmed():
+                # the open region will be a region: its raw start fixes where the two meet
+                silence = self._start - region.raw_end
+                if silence < 2 * self._pad:
+                    end = region.raw_end + silence // 2
+                    self._open_start = max(0, self._start - silence // 2)
+                else:
+                    end = region.raw_end + self._pad
             else:
                 # no neighbour yet: final once no later region can start within 2 pads
                 earliest_next = self._start if self._triggered else WINDOW_SAMPLES * self._window
