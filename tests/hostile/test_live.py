@@ -19,9 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onespeech.features import NonFiniteSampleError, PcmScaleError, SampleRateError, load_audio
+from onespeech.features import (
+    NonFiniteSampleError,
+    PcmScaleError,
+    SampleRateError,
+    load_audio,
+    stream_resampler,
+)
 from onespeech.features.pcm import MAX_FLOAT_PEAK, MAX_INPUT_SAMPLE_RATE, MIN_INPUT_SAMPLE_RATE
-from onespeech.speech import streaming
 from onespeech.speech.errors import SessionFinishedError
 from onespeech.speech.streaming import LiveSession
 
@@ -66,7 +71,7 @@ class _GuardedResampler:
         return _REAL_RESAMPLER(in_rate, *args, **kwargs)
 
 
-_REAL_RESAMPLER = streaming.soxr.ResampleStream
+_REAL_RESAMPLER = stream_resampler.soxr.ResampleStream
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -74,7 +79,7 @@ _REAL_RESAMPLER = streaming.soxr.ResampleStream
                       st.sampled_from([0, 1, 999, 1000, 768000, 768001, 10**14])))
 def test_push_takes_exactly_the_rates_of_the_rule(session: LiveSession, monkeypatch: pytest.MonkeyPatch,
                                                   rate: int) -> None:
-    monkeypatch.setattr(streaming.soxr, "ResampleStream", _GuardedResampler)
+    monkeypatch.setattr(stream_resampler.soxr, "ResampleStream", _GuardedResampler)
     session.reset()
     block = np.zeros(64, dtype=np.float32)
     if MIN_INPUT_SAMPLE_RATE <= rate <= MAX_INPUT_SAMPLE_RATE:

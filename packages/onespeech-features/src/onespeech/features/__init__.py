@@ -2,7 +2,8 @@
 
 Public API:
 
-- audio: ``load_audio``, ``AudioFileSource`` (16 kHz mono float32 blocks)
+- audio: ``load_audio``, ``AudioFileSource`` (16 kHz mono float32 blocks),
+  ``StreamResampler`` (live blocks at any rate -> 16 kHz)
 - PCM checks: ``validate_pcm`` and the ``PcmError`` family
 - features: ``log_mel_spectrogram`` (at most 30 s); ``onespeech.features.mel.log_mel``
   is the alignment path (at most 300 s)
@@ -51,6 +52,7 @@ from onespeech.features.resemblyzer_convert import convert_resemblyzer
 from onespeech.features.segments import SpeechRegion, SpeechSegmenter, VadOptions
 from onespeech.features.silero_convert import convert_silero_onnx
 from onespeech.features.speaker_encoder import SpeakerEncoder
+from onespeech.features.stream_resampler import StreamResampler
 from onespeech.features.torch_reader import CheckpointLimits, read_torch_checkpoint
 from onespeech.features.vad import SileroVad, VadStream
 from onespeech.features.vad_model import load_vad
@@ -89,6 +91,7 @@ __all__ = [
     "SpeechRegion",
     "SpeechRegionStream",
     "StreamChunker",
+    "StreamResampler",
     "SpeechSegmenter",
     "SpoolLimitError",
     "TorchCheckpointError",

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from onespeech.features import ClosedChunk, LiveChunker
+from onespeech.features import ClosedChunk, LiveChunker, StreamResampler
 from onespeech.features.errors import SampleRateError
 from onespeech.features.pcm import SAMPLE_RATE, check_sample_rate
 from onespeech.kernels.jsonfile import loads_json
@@ -39,7 +39,6 @@ from onespeech.speech.document import segment_dict
 from onespeech.speech.server.backend import Backend
 from onespeech.speech.server.errors import ApiError, bad_request, from_exception
 from onespeech.speech.server.pool import Job, QueueFullError, WorkerPool
-from onespeech.speech.streaming import StreamResampler
 
 ENCODINGS: dict[str, np.dtype] = {"pcm_s16le": np.dtype("<i2"), "pcm_f32le": np.dtype("<f4")}
 _CLOSE_BAD_INPUT, _CLOSE_TRY_LATER, _CLOSE_INTERNAL = 1008, 1013, 1011
