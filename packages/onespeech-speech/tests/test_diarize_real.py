@@ -76,8 +76,13 @@ def test_one_speaker(diarizer: Diarizer, conversation: tuple) -> None:
 def test_progress_and_cancel(diarizer: Diarizer, conversation: tuple) -> None:
     pcm, _ = conversation
     seen = []
-    diarizer(pcm, 2, progress=lambda done, total: seen.append((done, total)))
-    assert seen and seen[-1][0] == seen[-1][1] and all(a <= b for (a, _), (b, _) in pairwise(seen))
+    diarizer(pcm, 2, progress=lambda stage, done, total: seen.append((stage, done, total)))
+    # the one progress protocol: (stage, done seconds, total seconds), as transcribe and diarize report
+    assert seen and {stage for stage, _, _ in seen} == {"speakers"}
+    assert seen[-1][1] == seen[-1][2] == pcm.shape[0] / SR
+    assert all(a <= b for (_, a, _), (_, b, _) in pairwise(seen))
+    with pytest.raises(TypeError, match="progress="):
+        diarizer(pcm, 2, progress="yes")  # type: ignore[arg-type]
     stop = threading.Event()
     stop.set()
     with pytest.raises(OperationCancelledError):

@@ -22,7 +22,7 @@ The stage (see :mod:`.segmentation` for the pieces):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +31,7 @@ from onespeech.features import SileroVad, SpeechRegion, SpeechRegionStream, VadO
 from onespeech.features.pcm import validate_pcm
 from onespeech.features.speaker_encoder import SpeakerEncoder
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
-from onespeech.speech.progress import Progress, check_progress, progress_reporter
+from onespeech.speech.progress import Progress, ProgressCallback, check_progress, progress_reporter
 from onespeech.speech.speakers.clustering import (
     centroids,
     estimate_count,
@@ -141,16 +141,26 @@ class Diarizer:
         self,
         audio: np.ndarray | Iterable[np.ndarray],
         *,
-        progress: Callable[[int, int | None], None] | None = None,
+        progress: Progress = False,
         cancel: Cancel = None,
     ) -> list[RegionPartials]:
         """The partial embeddings of every speech region of ``audio``.
 
         ``audio`` is 16 kHz mono float32 PCM, whole or as consecutive blocks of any
-        size (an iterable of arrays); both give the same result. ``progress(done,
-        total)`` is called in samples after each block (``total`` is None for blocks);
-        ``cancel`` is checked before each block and each encoder batch.
+        size (an iterable of arrays); both give the same result. ``progress`` is the
+        protocol of ``transcribe`` (default False: none): a callable gets
+        ``("speakers", done_seconds, total_seconds)`` after each block (for blocks, whose
+        total is unknown, total = done); None draws a bar on a terminal. ``cancel`` is
+        checked before each block and each encoder batch.
         """
+        report = progress_reporter(progress, "diarize")  # checks progress before any work
+        try:
+            return self._embed(audio, report, cancel)
+        finally:
+            report.close()
+
+    def _embed(self, audio: np.ndarray | Iterable[np.ndarray], report: ProgressCallback,
+               cancel: Cancel) -> list[RegionPartials]:
         total = None
         blocks: Iterable[np.ndarray] = audio
         if isinstance(audio, np.ndarray):
@@ -169,8 +179,8 @@ class Diarizer:
         for block in blocks:
             raise_if_cancelled(cancel, "speaker attribution")
             take(stream.feed(block))
-            if progress is not None:
-                progress(stream.n_samples, total)
+            done = stream.n_samples / SAMPLE_RATE
+            report("speakers", done, done if total is None else total / SAMPLE_RATE)
         take(stream.finish())
         return embedder.finish()
 
@@ -179,10 +189,10 @@ class Diarizer:
         audio: np.ndarray | Iterable[np.ndarray],
         speakers: int | str = "auto",
         *,
-        progress: Callable[[int, int | None], None] | None = None,
+        progress: Progress = False,
         cancel: Cancel = None,
     ) -> list[Turn]:
-        """The turns of ``audio`` (PCM or its blocks, as :meth:`embed` takes)."""
+        """The turns of ``audio`` (PCM or its blocks, as :meth:`embed` takes; ``progress`` as there)."""
         count = check_speakers(speakers)
         check_cancel(cancel)
         return turns_from_partials(self.embed(audio, progress=progress, cancel=cancel), count, self.options)
@@ -200,7 +210,7 @@ class Diarizer:
         source: str | os.PathLike[str] | np.ndarray,
         speakers: int | str = "auto",
         *,
-        progress: Callable[[int, int | None], None] | None = None,
+        progress: Progress = False,
         cancel: Cancel = None,
     ) -> list[Turn]:
         """The turns of an audio file (decoded in blocks, as transcribe replays a file) or of PCM."""
@@ -302,12 +312,4 @@ def diarize(
     check_cancel(cancel)
     diarizer = Diarizer.load(options, threads=threads)
     raise_if_cancelled(cancel, "speaker attribution")
-    report = progress_reporter(progress, "diarize")
-
-    def samples(done: int, total: int | None) -> None:
-        report("speakers", done / SAMPLE_RATE, (done if total is None else total) / SAMPLE_RATE)
-
-    try:
-        return diarizer.source(source, count if count is not None else "auto", progress=samples, cancel=cancel)
-    finally:
-        report.close()
+    return diarizer.source(source, count if count is not None else "auto", progress=progress, cancel=cancel)
