@@ -161,3 +161,29 @@ def test_horizon_is_never_after_a_later_region_start(seed: int) -> None:
         # every region returned after this point starts at or after the horizon
         assert all(r.start >= horizon for r in regions[released:])
     assert [h for _, h in horizons] == sorted(h for _, h in horizons)  # it never moves back
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_open_region_is_the_next_region_once_certain(seed: int) -> None:
+    # what the chunkers cut a long region in progress from: its start is the start the region gets,
+    # its end comes at or after min_end, and every earlier region has been returned
+    rng = np.random.default_rng(2000 + seed)
+    n = int(rng.integers(1, 600))
+    probs = np.repeat(rng.uniform(0, 1, n // 5 + 1), rng.integers(1, 12, n // 5 + 1))[:n]
+    options = VadOptions(min_speech_duration_ms=int(rng.choice([0, 100, 250])),
+                         min_silence_duration_ms=int(rng.choice([0, 100, 500])),
+                         speech_pad_ms=int(rng.choice([0, 30, 400])))
+    step = int(rng.choice([1, 3, 16]))
+    segmenter = SpeechSegmenter(options)
+    seen, regions = [], []
+    for k in range(0, n, step):
+        regions.extend(segmenter.feed(probs[k : k + step]))
+        open_region = segmenter.open_region()
+        if open_region is not None:
+            assert open_region[1] <= 512 * min(k + step, n)  # never past the windows scored
+            seen.append((len(regions), *open_region))
+    regions.extend(segmenter.finish(512 * n))
+    assert [(r.start, r.end) for r in regions] == _segment(probs.tolist(), 512 * n, options)  # released early, same
+    for released, start, min_end in seen:
+        following = regions[released]  # the next region returned is the open one
+        assert following.start == start and following.end >= min_end
