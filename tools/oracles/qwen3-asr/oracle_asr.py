@@ -309,6 +309,22 @@ def run_case(
     return info, arrays
 
 
+# the folder suffix of each reduced-precision reference
+SUFFIX = {"bfloat16": "bf16", "int8": "int8"}
+
+
+def quantize_linears(model: torch.nn.Module) -> None:
+    """Every nn.Linear (the output head included) under torch's dynamic int8 quantization, in place.
+
+    ``quantize_dynamic``'s default: int8 weights per tensor, activations quantized
+    per tensor at each call (uint8, reduced range), int32 sums; the convolutions and
+    embeddings stay float32.
+    """
+    from torch.ao.quantization import quantize_dynamic
+
+    quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
 def check_head(asr, ckpt_dir: Path) -> dict:
     """Which stored matrix the loaded reference uses as output head."""
     from safetensors import safe_open
@@ -345,8 +361,9 @@ def main() -> int:
     parser.add_argument("--cases", nargs="*", help="run only these case names")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--dtype", choices=("float32", "bfloat16"), default="float32",
-        help="reference compute dtype; bfloat16 writes OUT/asr/<size>-bf16/ (issue 5 comparisons)",
+        "--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
+        help="reference compute dtype; bfloat16 writes OUT/asr/<size>-bf16/ (issue 5 comparisons); int8 runs the "
+             "float32 model with every nn.Linear under torch's dynamic int8 quantization and writes OUT/asr/<size>-int8/",
     )
     args = parser.parse_args()
 
@@ -354,8 +371,8 @@ def main() -> int:
     from qwen_asr import Qwen3ASRModel
 
     torch.set_num_threads(args.threads)
-    dtype = getattr(torch, args.dtype)
-    out = args.out / "asr" / (args.size if args.dtype == "float32" else f"{args.size}-bf16")
+    dtype = torch.float32 if args.dtype == "int8" else getattr(torch, args.dtype)
+    out = args.out / "asr" / (args.size if args.dtype == "float32" else f"{args.size}-{SUFFIX[args.dtype]}")
     out.mkdir(parents=True, exist_ok=True)
     fp32_dir = args.out / "asr" / args.size
     ckpt = args.checkpoint or out / "ckpt"
@@ -370,6 +387,8 @@ def main() -> int:
     seconds_load = time.perf_counter() - start
     asr.model.eval()
     head = check_head(asr, ckpt)
+    if args.dtype == "int8":
+        quantize_linears(asr.model)
     window_frames = asr.model.thinker.audio_tower.n_window_infer
 
     cases = [c for c in CASES if not args.cases or c.name in args.cases]
@@ -380,11 +399,11 @@ def main() -> int:
         # windows only differ from full attention beyond n_window_infer mel frames (8 s)
         windowed = pcm.shape[0] // 160 > window_frames
         forced_ids = None
-        if args.dtype == "bfloat16" and (fp32_dir / f"{case.name}.npz").exists():
+        if args.dtype != "float32" and (fp32_dir / f"{case.name}.npz").exists():
             # the FP32 reference's greedy ids, forced step by step (issue 5's agreement count)
             with np.load(fp32_dir / f"{case.name}.npz") as fp32:
                 forced_ids = [int(t) for t in fp32["tokens"]]
-        # the BF16 comparisons use full attention only: no windowed rerun in bfloat16
+        # the BF16 and INT8 comparisons use full attention only: no windowed rerun
         info, arrays = run_case(asr, case, pcm, args.steps, windowed=windowed and args.dtype == "float32",
                                 forced_ids=forced_ids)  # fmt: skip
         info["seconds_case"] = round(time.perf_counter() - start, 3)
