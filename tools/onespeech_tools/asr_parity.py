@@ -116,8 +116,7 @@ def forced_agreement(recognizer: Qwen3Recognizer, case: Mapping[str, Any], reduc
     if list(fp32_steps.ids) != forced_ids:
         raise ValueError(f"{case['name']}: the {precision} run forced other ids than the FP32 reference's")
     pcm, mel = pcm_and_mel(reduced)
-    result = recognizer.recognize(pcm, case["language"], steps, mel=mel, forced_ids=forced_ids,
-                                  keep_first_logits=True)  # fmt: skip
+    result = recognizer.recognize(pcm, case["language"], steps, mel=mel, forced_ids=forced_ids)
     runs = {"ours": list(result.generation.ids), "reference": [int(t) for t in reduced["forced_argmax"]]}
     outcomes = {label: forced_outcomes(f"{case['name']} ({label}-{precision})", fp32_steps, choices, EOS_IDS)
                 for label, choices in runs.items()}  # fmt: skip
@@ -229,7 +228,8 @@ def int8_agreement(recognizer_for: Callable[[str | None], Qwen3Recognizer], fp32
             reduced = {key: data[key] for key in data.files}
         with np.load(fp32_dir / f"{case['name']}.npz") as data:
             fp32 = {key: data[key] for key in data.files}
-        forced = forced_agreement(recognizer_for(case["context"] or None), case, reduced, fp32, steps, "INT8")
+        recognizer = recognizer_for(case["context"] or None)
+        forced = forced_agreement(recognizer, case, reduced, fp32, steps, "INT8")
         if forced is None:
             raise ValueError(f"{int8_dir}: case {case['name']} has no teacher-forced run; rerun the INT8 oracle "
                              "after the FP32 one")  # fmt: skip
@@ -238,9 +238,12 @@ def int8_agreement(recognizer_for: Callable[[str | None], Qwen3Recognizer], fp32
             agree[label] += count
             ties.extend(case_ties)
             misses.extend((case["name"], label, step, margin) for step, margin in forced.misses[label])
-        first = forced.result.generation.first_logits
-        assert first is not None
-        logits["ours"].append(_mean_abs(first, fp32["first_logits"]))
+        # the first step of a free run: its logits (teacher forcing keeps no logits)
+        pcm, mel = pcm_and_mel(reduced)
+        first = recognizer.recognize(pcm, case["language"], 1, mel=mel, keep_first_logits=True)
+        if first.generation.first_logits is None:
+            raise RuntimeError("the recognizer kept no first-step logits")
+        logits["ours"].append(_mean_abs(first.generation.first_logits, fp32["first_logits"]))
         logits["reference"].append(_mean_abs(reduced["first_logits"], fp32["first_logits"]))
         encoder["ours"].append(_mean_abs(forced.result.audio_embeds, fp32["encoder_output"]))
         encoder["reference"].append(_mean_abs(reduced["encoder_output"], fp32["encoder_output"]))
