@@ -30,8 +30,9 @@ SIZES = ["tiny", pytest.param("0.6b", marks=pytest.mark.slow), pytest.param("1.7
 def _index(folder: Path) -> dict:
     path = folder / "cases.json"
     if not path.is_file():
-        pytest.skip(f"needs {path} (run `tox -e oracle`, or tools/oracles/qwen3-asr/oracle_asr.py --dtype int8 "
-                    f"--size {folder.name.removesuffix('-int8')} after the FP32 oracle)")  # fmt: skip
+        size = folder.name.removesuffix("-int8")
+        flags = f"--size {size} --dtype int8 after the FP32 oracle" if folder.name != size else f"--size {size}"
+        pytest.skip(f"needs {path} (run `tox -e oracle`, or tools/oracles/qwen3-asr/oracle_asr.py {flags})")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
