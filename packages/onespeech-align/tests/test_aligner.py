@@ -253,7 +253,7 @@ def test_options_defaults_and_precision_strings():
     assert Qwen3AlignerOptions() == Qwen3AlignerOptions(Precision.FLOAT32, None)
     assert Qwen3AlignerOptions(precision="bf16").precision is Precision.BFLOAT16
     with pytest.raises(ValueError, match="Precision.BFLOAT16"):
-        Qwen3AlignerOptions(precision="int8")
+        Qwen3AlignerOptions(precision="int4")
 
 
 def test_units_that_tokenize_to_too_many_ids_are_refused(tiny_aligner, speech):

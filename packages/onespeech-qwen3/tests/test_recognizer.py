@@ -33,7 +33,7 @@ def answer(recognizer: Qwen3Recognizer, text: str) -> Generation:
         ({"max_new_tokens": True}, "outside 1..4096"),
         ({"threads": 0}, "threads=0"),
         ({"encoder_attention": "sliding"}, "encoder_attention"),
-        ({"precision": "int8"}, "Precision.FLOAT32"),
+        ({"precision": "int4"}, "Precision.FLOAT32"),
     ],
 )
 def test_bad_options_are_refused(kwargs, match) -> None:

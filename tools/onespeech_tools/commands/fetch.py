@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="also fetch optional catalogued files (README.md)")
     parser.add_argument("--convert", action="store_true", help="then convert and install the runtime files")
     parser.add_argument(
-        "--precision", choices=("fp32", "bf16"), default="fp32", help="runtime precision for --convert (default fp32)"
+        "--precision", choices=("fp32", "bf16", "int8"), default="fp32", help="runtime precision for --convert (default fp32)"
     )
     parser.add_argument("--retries", type=int, default=5, help="retries per file (default 5)")
     parser.add_argument("--timeout", type=float, default=60.0, help="read timeout in seconds (default 60)")

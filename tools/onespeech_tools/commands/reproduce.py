@@ -28,6 +28,13 @@ information it also pairs the two runs' misses step by step (missed by ours alon
 by the reference's alone, by both) with a one-sided sign test on the discordant
 steps; the verdict stays the count.
 
+``--precision int8`` judges ours in INT8 against the reference with every nn.Linear
+under torch's dynamic int8 quantization (``OBS/asr/<size>-int8``, from ``oracle_asr.py
+--dtype int8``), both teacher-forced with the FP32 reference's ids: it prints each
+run's agreeing steps, mean first-step logits and encoder errors against FP32, and the
+paired misses; it fails only if ours misses significantly more often (one-sided sign
+test p < 0.05, ``onespeech_tools.asr_parity.int8_agreement``).
+
 Full size (after ``oracle_asr.py --size 0.6b``)::
 
     onespeech-convert qwen-reproduce --size 0.6b
@@ -65,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cases", nargs="*", help="only these case names")
     parser.add_argument("--no-windowed", action="store_true", help="skip the windowed-encoder comparisons")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                        help="bf16: ours-BF16 and reference-BF16 side by side against the FP32 reference")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32",
+                        help="bf16: ours-BF16 and reference-BF16 side by side against the FP32 reference; "
+                             "int8: ours-INT8 against the reference under torch's dynamic int8 quantization")
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,7 @@ def _fmt(value: float | None) -> str:
 def _load_index(observations: Path, folder_name: str, dtype_flag: str) -> dict | None:
     index_path = observations / "asr" / folder_name / "cases.json"
     if not index_path.is_file():
-        size = folder_name.removesuffix("-bf16")
+        size = folder_name.removesuffix("-bf16").removesuffix("-int8")
         print(f"error: no observations at {index_path}; run tools/oracles/qwen3-asr/oracle_asr.py "
               f"--out {observations} --size {size}{dtype_flag} first")  # fmt: skip
         return None
@@ -164,6 +172,8 @@ def _checkpoint(args: argparse.Namespace, index: dict, folder: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     if args.precision == "bf16":
         return run_bf16(args)
+    if args.precision == "int8":
+        return run_int8(args)
     from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
 
     folder = args.observations / "asr" / args.size
@@ -311,3 +321,39 @@ def run_bf16(args: argparse.Namespace) -> int:
     print(f"{'pass' if ok else 'FAIL'}: ours must agree with FP32 at least as often as the reference's BF16 "
           f"(teacher-forced steps where observed, else the prefix); {time.perf_counter() - start:.0f} s")
     return 0 if ok else 1
+
+
+def run_int8(args: argparse.Namespace) -> int:
+    """Ours-INT8 and the reference's dynamic-int8 run, teacher-forced against FP32 (issue 38's criterion)."""
+    from onespeech.qwen3.recognizer import Precision, Qwen3Options, Qwen3Recognizer
+    from onespeech_tools.asr_parity import int8_agreement
+
+    int8_folder = args.observations / "asr" / f"{args.size}-int8"
+    fp32_folder = args.observations / "asr" / args.size
+    int8_index = _load_index(args.observations, f"{args.size}-int8", " --dtype int8")
+    if int8_index is None or _load_index(args.observations, args.size, "") is None:
+        return 2
+    checkpoint = _checkpoint(args, int8_index, int8_folder)
+    steps = int(int8_index["steps"])
+    print(f"qwen-reproduce {args.size} int8: checkpoint {checkpoint}, {args.threads} threads")
+    recognizers: dict[str | None, Qwen3Recognizer] = {}
+
+    def recognizer_for(context: str | None) -> Qwen3Recognizer:
+        if context not in recognizers:
+            options = Qwen3Options(context=context, precision=Precision.INT8, threads=args.threads,
+                                   max_new_tokens=steps)  # fmt: skip
+            recognizers[context] = Qwen3Recognizer.load(checkpoint, options)
+        return recognizers[context]
+
+    start = time.perf_counter()
+    try:
+        verdict = int8_agreement(recognizer_for, fp32_folder, int8_folder, args.cases or None)
+    finally:
+        for recognizer in recognizers.values():
+            recognizer.close()
+    print("steps an INT8 run leaves the FP32 id at, with FP32's top-2 margin there (logits):")
+    for name, label, step, margin in sorted(verdict.misses, key=lambda m: (m[0], m[2], m[1])):
+        print(f"  {name:<24} step {step:>3}  {label:<10} margin {margin:.4f}")
+    print(verdict.report())
+    print(f"{time.perf_counter() - start:.0f} s")
+    return 0 if verdict.ok else 1

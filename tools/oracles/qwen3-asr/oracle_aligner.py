@@ -19,6 +19,10 @@ to ``DIR/aligner/``:
   ``slot_margin``, ``slot_max_abs``: the near-tie rule's inputs), plus the
   post-processed times for information.
 
+With ``--int8`` the same cases run on the same checkpoint with every nn.Linear under torch's
+dynamic int8 quantization (``quantize_dynamic``, the head included) and go to
+``<size>-int8/`` (issue 38's INT8 criterion: slot agreement with the FP32 run).
+
 Run it with the reference interpreter (the reference environment's ``python``) or ``tox -e oracle``.
 The full-size shape (``--size 0.6b``) needs several GiB: run it under the machine lock,
 e.g. ``python oracle_aligner.py --out build/oracle --size 0.6b
@@ -127,19 +131,23 @@ def make_checkpoint(directory: Path, size: str) -> None:
     staging.rename(directory)
 
 
-def run_cases(out: Path, size: str, checkpoint: Path | None = None) -> None:
+def run_cases(out: Path, size: str, checkpoint: Path | None = None, int8: bool = False) -> None:
     import torch
     from qwen_asr import Qwen3ForcedAligner
 
     torch.manual_seed(0)
     data = shared_data_or_skip("oracle_aligner")
     manifest = {c["file"]: c for c in json.loads((data / "audio" / "manifest.json").read_text())["clips"]}
-    size_dir = out / size
+    size_dir = out / (f"{size}-int8" if int8 else size)
     size_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = checkpoint or size_dir / "checkpoint"
+    checkpoint = checkpoint or out / size / "checkpoint"
     make_checkpoint(checkpoint, size)
 
     aligner = Qwen3ForcedAligner.from_pretrained(str(checkpoint), dtype=torch.float32, device_map="cpu")
+    if int8:  # before the hooks: the quantized head is a new module
+        from torch.ao.quantization import quantize_dynamic
+
+        quantize_dynamic(aligner.model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
     thinker = aligner.model.thinker
     captured: dict[str, torch.Tensor] = {}
 
@@ -210,12 +218,14 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="checkpoint folder to use (generated there if missing); default DIR/aligner/<size>/checkpoint")
     parser.add_argument("--units-only", action="store_true", help="only the unit-splitting observations")
+    parser.add_argument("--int8", action="store_true",
+                        help="every nn.Linear under torch's dynamic int8 quantization; writes DIR/aligner/<size>-int8/")
     args = parser.parse_args()
     out = args.out / "aligner"
     out.mkdir(parents=True, exist_ok=True)
     write_units(out)
     if not args.units_only:
-        run_cases(out, args.size, args.checkpoint)
+        run_cases(out, args.size, args.checkpoint, args.int8)
     return 0
 
 

@@ -209,8 +209,10 @@ class TeacherForcing:
 
 
 def run_case(
-    asr, case: Case, pcm: np.ndarray, steps: int, windowed: bool, forced_ids: list[int] | None = None
+    asr, case: Case, pcm: np.ndarray, steps: int, windowed: bool, forced_ids: list[int] | None = None,
+    free_steps: int | None = None,
 ) -> tuple[dict, dict]:
+    """One case's observations; ``free_steps`` (default ``steps``) bounds the free greedy run."""
     from qwen_asr.inference.utils import (
         MAX_ASR_INPUT_SECONDS,
         normalize_audio_input,
@@ -226,13 +228,15 @@ def run_case(
     thinker = model.thinker
     eos_ids = [151645, 151643]
 
+    free_steps = steps if free_steps is None else free_steps
+
     def generate(min_new_tokens: int | None, scores: StepScores) -> tuple[Recorder, list[int], float]:
         recorder = Recorder(thinker)
         extra = {"min_new_tokens": min_new_tokens} if min_new_tokens else {}
         start = time.perf_counter()
         try:
             with torch.no_grad():
-                out = model.generate(**inputs, max_new_tokens=steps, logits_processor=[scores], **extra)
+                out = model.generate(**inputs, max_new_tokens=free_steps, logits_processor=[scores], **extra)
         finally:
             recorder.close()
         seconds = time.perf_counter() - start
@@ -278,10 +282,10 @@ def run_case(
         "median_relative_margin": float(np.median(margins)),
         "seconds_generate": round(seconds, 3),
     }
-    if len(tokens) < steps:
+    if len(tokens) < free_steps:
         # EOS came early: a second run with EOS masked until `steps` tokens exist
         scores_min_new = StepScores()
-        rec2, tokens2, _ = generate(steps, scores_min_new)
+        rec2, tokens2, _ = generate(free_steps, scores_min_new)
         arrays["tokens_min_new"] = np.asarray(tokens2, dtype=np.int64)
         arrays.update(scores_min_new.arrays("min_new_"))
         info["tokens_min_new"] = tokens2
@@ -307,6 +311,22 @@ def run_case(
         info["windowed_tokens"] = tokens_w
         info["seconds_generate_windowed"] = round(seconds_w, 3)
     return info, arrays
+
+
+# the folder suffix of each reduced-precision reference
+SUFFIX = {"bfloat16": "bf16", "int8": "int8"}
+
+
+def quantize_linears(model: torch.nn.Module) -> None:
+    """Every nn.Linear (the output head included) under torch's dynamic int8 quantization, in place.
+
+    ``quantize_dynamic``'s default: int8 weights per tensor, activations quantized
+    per tensor at each call (uint8, reduced range), int32 sums; the convolutions and
+    embeddings stay float32.
+    """
+    from torch.ao.quantization import quantize_dynamic
+
+    quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 def check_head(asr, ckpt_dir: Path) -> dict:
@@ -345,8 +365,9 @@ def main() -> int:
     parser.add_argument("--cases", nargs="*", help="run only these case names")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
-        "--dtype", choices=("float32", "bfloat16"), default="float32",
-        help="reference compute dtype; bfloat16 writes OUT/asr/<size>-bf16/ (issue 5 comparisons)",
+        "--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
+        help="reference compute dtype; bfloat16 writes OUT/asr/<size>-bf16/ (issue 5 comparisons); int8 runs the "
+             "float32 model with every nn.Linear under torch's dynamic int8 quantization and writes OUT/asr/<size>-int8/",
     )
     args = parser.parse_args()
 
@@ -354,8 +375,8 @@ def main() -> int:
     from qwen_asr import Qwen3ASRModel
 
     torch.set_num_threads(args.threads)
-    dtype = getattr(torch, args.dtype)
-    out = args.out / "asr" / (args.size if args.dtype == "float32" else f"{args.size}-bf16")
+    dtype = torch.float32 if args.dtype == "int8" else getattr(torch, args.dtype)
+    out = args.out / "asr" / (args.size if args.dtype == "float32" else f"{args.size}-{SUFFIX[args.dtype]}")
     out.mkdir(parents=True, exist_ok=True)
     fp32_dir = args.out / "asr" / args.size
     ckpt = args.checkpoint or out / "ckpt"
@@ -370,6 +391,8 @@ def main() -> int:
     seconds_load = time.perf_counter() - start
     asr.model.eval()
     head = check_head(asr, ckpt)
+    if args.dtype == "int8":
+        quantize_linears(asr.model)
     window_frames = asr.model.thinker.audio_tower.n_window_infer
 
     cases = [c for c in CASES if not args.cases or c.name in args.cases]
@@ -380,13 +403,16 @@ def main() -> int:
         # windows only differ from full attention beyond n_window_infer mel frames (8 s)
         windowed = pcm.shape[0] // 160 > window_frames
         forced_ids = None
-        if args.dtype == "bfloat16" and (fp32_dir / f"{case.name}.npz").exists():
+        if args.dtype != "float32" and (fp32_dir / f"{case.name}.npz").exists():
             # the FP32 reference's greedy ids, forced step by step (issue 5's agreement count)
             with np.load(fp32_dir / f"{case.name}.npz") as fp32:
                 forced_ids = [int(t) for t in fp32["tokens"]]
-        # the BF16 comparisons use full attention only: no windowed rerun in bfloat16
+        # the BF16 and INT8 comparisons use full attention only: no windowed rerun. The INT8
+        # criterion needs only the teacher-forced run and the first step (its logits and the
+        # encoder output): its free greedy run stops there, which halves the oracle's time
+        free_steps = 1 if args.dtype == "int8" and forced_ids else args.steps
         info, arrays = run_case(asr, case, pcm, args.steps, windowed=windowed and args.dtype == "float32",
-                                forced_ids=forced_ids)  # fmt: skip
+                                forced_ids=forced_ids, free_steps=free_steps)  # fmt: skip
         info["seconds_case"] = round(time.perf_counter() - start, 3)
         np.savez(out / f"{case.name}.npz", **arrays)
         index.append(info)

@@ -66,8 +66,9 @@ class Qwen3AlignerOptions:
     Attributes
     ----------
     precision : Precision
-        FLOAT32 (default) or BFLOAT16 (bf16 storage, float32 accumulation, operator
-        outputs rounded to bfloat16, as for the recognizer); "fp32"/"bf16" are accepted.
+        FLOAT32 (default), BFLOAT16 (bf16 storage, float32 accumulation, operator
+        outputs rounded to bfloat16, as for the recognizer) or INT8 (int8 Linear weights,
+        as for the recognizer; the head stays float); "fp32"/"bf16"/"int8" are accepted.
     threads : int | None
         Threads for BLAS and kernels; None: OMP_NUM_THREADS, else the CPUs available.
     """

@@ -280,7 +280,7 @@ def _verify_directory(directory: Path, cache_dir: str | os.PathLike[str] | None)
         with DirectoryLock(runtime):
             return VerifyReport(str(directory), None, runtime, 0, 0, _verify_records(runtime))
     raise ModelNotInstalledError(
-        f"{directory} holds no runtime files ({install_record_name('fp32')} or {install_record_name('bf16')}) "
+        f"{directory} holds no runtime files ({' or '.join(install_record_name(p) for p in PRECISIONS)}) "
         "and was not converted into the cache; loading it converts it"
     )
 

@@ -22,7 +22,7 @@ __all__ = ["ENTRY_POINT_GROUP", "Converter", "ModelKind", "catalog_dirs", "model
 #: Entry-point group through which installed packages register their model kinds.
 ENTRY_POINT_GROUP = "onespeech.models"
 
-#: A model kind's converter: (publisher_dir, staging_dir, precision "fp32"|"bf16",
+#: A model kind's converter: (publisher_dir, staging_dir, precision "fp32"|"bf16"|"int8",
 #: revision or None) -> anything; writes the runtime files of one precision into staging_dir (never elsewhere)
 Converter = Callable[[Path, Path, str, str | None], object]
 

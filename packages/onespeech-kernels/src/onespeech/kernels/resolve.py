@@ -194,8 +194,8 @@ def resolve_model(
         (publisher files or runtime files). An existing directory wins over a
         catalog id of the same spelling.
     precision
-        ``"fp32"`` (default) or ``"bf16"`` (or a ``Precision`` member). BF16 is
-        converted from the cached publisher files and never downloads.
+        ``"fp32"`` (default), ``"bf16"`` or ``"int8"`` (or a ``Precision`` member).
+        BF16 and INT8 are converted from the cached publisher files and never download.
     kind
         The kind of model the caller needs (``"asr"``, ``"aligner"``, ``"vad"``). A
         catalog entry of another kind is refused before anything is fetched; a local

@@ -12,7 +12,7 @@ Layout (all integers little-endian)::
     then       tensors, raw C order, each starting at a multiple of 64 bytes
                (offsets are absolute), zero padding between them
 
-dtype tags: "float32", "bf16" (stored as uint16 bit patterns), "int32", "int64".
+dtype tags: "float32", "bf16" (stored as uint16 bit patterns), "int32", "int64", "int8".
 Reading memory-maps the file read-only (np.memmap) and returns views; nothing is
 unpickled and every index field is checked against the file's real size, so a
 truncated or damaged file raises `TensorFileError` naming the file to remove.
@@ -48,8 +48,9 @@ _DTYPES: dict[str, np.dtype] = {
     "bf16": np.dtype("<u2"),
     "int32": np.dtype("<i4"),
     "int64": np.dtype("<i8"),
+    "int8": np.dtype("i1"),
 }
-_TAG_OF_KIND = {("f", 4): "float32", ("u", 2): "bf16", ("i", 4): "int32", ("i", 8): "int64"}
+_TAG_OF_KIND = {("f", 4): "float32", ("u", 2): "bf16", ("i", 4): "int32", ("i", 8): "int64", ("i", 1): "int8"}
 
 
 def _align(n: int) -> int:
@@ -60,7 +61,7 @@ def _tag(name: str, a: np.ndarray) -> str:
     tag = _TAG_OF_KIND.get((a.dtype.kind, a.dtype.itemsize))
     if tag is None:
         raise ValueError(
-            f"tensor {name!r} has dtype {a.dtype}; allowed: float32, uint16 (bfloat16 bits), int32, int64"
+            f"tensor {name!r} has dtype {a.dtype}; allowed: float32, uint16 (bfloat16 bits), int32, int64, int8"
         )
     return tag
 
@@ -73,7 +74,7 @@ def write_tensor_file(
     Parameters
     ----------
     path : str or PathLike
-    tensors : mapping of str to ndarray[float32 | uint16 (bf16) | int32 | int64]
+    tensors : mapping of str to ndarray[float32 | uint16 (bf16) | int32 | int64 | int8]
         Stored in the mapping's order, each 64-byte aligned.
     metadata : mapping, optional
         JSON-serialisable; returned by `TensorFile.metadata`.
@@ -134,7 +135,7 @@ class TensorFile(Mapping[str, np.ndarray]):
         self._closed = False
 
     def dtype_tag(self, name: str) -> str:
-        """The stored dtype tag of a tensor: float32, bf16, int32 or int64."""
+        """The stored dtype tag of a tensor: float32, bf16, int32, int64 or int8."""
         return str(self._index[name]["dtype"])
 
     def __getitem__(self, name: str) -> np.ndarray:

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from onespeech.kernels import ops
+from onespeech.kernels import int8matrix
 from onespeech.kernels.cancel import Cancel
+from onespeech.kernels.int8matrix import Matrix
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3.config import Qwen3Config
@@ -85,7 +86,7 @@ class Qwen3Backbone:
         directory : path
             A model directory (publisher or runtime files); catalog ids are resolved
             by the caller (``onespeech.kernels.resolve.resolve``).
-        precision : Precision or "fp32"/"bf16"
+        precision : Precision or "fp32"/"bf16"/"int8"
         kind : {"asr", "aligner"}
             The model kind the conversion expects.
         threads : int | None
@@ -140,9 +141,9 @@ class Qwen3Backbone:
         """
         return self.decoder.hidden_states(embeds, cancel)
 
-    def linear(self, rows: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    def linear(self, rows: np.ndarray, weight: Matrix) -> np.ndarray:
         """``rows @ weight.T`` as the decoder's own products compute it (bfloat16-rounded under BF16)."""
-        return ops.linear(rows, weight, round_to_bf16=self.bf16_activations)
+        return int8matrix.linear(rows, weight, round_to_bf16=self.bf16_activations)
 
     def close(self) -> None:
         """Drop the decoder's buffers and the mapped files; the backbone is unusable after."""

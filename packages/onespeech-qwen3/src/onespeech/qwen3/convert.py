@@ -1,6 +1,6 @@
-"""Publisher checkpoint -> runtime files (FP32 or BF16) plus a manifest.
+"""Publisher checkpoint -> runtime files (FP32, BF16 or INT8) plus a manifest.
 
-Runtime layout of one precision ``p`` (``fp32`` or ``bf16``), every file in the
+Runtime layout of one precision ``p`` (``fp32``, ``bf16`` or ``int8``), every file in the
 ``onespeech.kernels.tensorfile`` format (raw, 64-byte aligned, memory-mappable)::
 
     {p}-encoder-00.ost ...   the audio tower (AuT encoder + projector), split only
@@ -18,7 +18,11 @@ Runtime layout of one precision ``p`` (``fp32`` or ``bf16``), every file in the
 
 Tensors keep their publisher names and shapes. FP32 files hold the bfloat16
 values expanded exactly (bits << 16); BF16 files keep the bfloat16 bits as
-uint16. The output head: with ``tie_word_embeddings`` true, the reference ties
+uint16. INT8 files hold every Linear weight of the encoder and the decoder layers
+(:func:`int8_quantized`) as int8 codes per output channel, quantized from the
+exactly widened values by ``ops.quantize_int8``, with its float32 scales beside it
+under ``name + "_scale"``; the convolutions, embedding, output head, norms and biases
+keep their bfloat16 bits (docs/qwen3.md says why those stay float). The output head: with ``tie_word_embeddings`` true, the reference ties
 ``lm_head`` to ``embed_tokens`` on load and ignores the stored ``lm_head``
 (measured; docs/checkpoints.md), so the head file holds the token embedding under
 the name ``thinker.lm_head.weight`` and the manifest says where it came from; the
@@ -40,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from onespeech.kernels import ops
+from onespeech.kernels.int8matrix import SCALE_SUFFIX
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.store import sha256_file, write_manifest
 from onespeech.kernels.tensorfile import write_tensor_file
@@ -55,14 +61,16 @@ __all__ = [
     "convert",
     "check_layer_counts",
     "expected_tensors",
+    "int8_quantized",
     "manifest_name",
+    "runtime_tensors",
 ]
 
 #: Version of the conversion, recorded in each runtime file's metadata.
 CONVERTER_VERSION = 1
 RUNTIME_FORMAT = "onespeech-qwen3-runtime"
 #: The precisions runtime files are converted to.
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
 #: The largest runtime file written, in bytes: 2 GiB keeps every file mappable and copyable on
 #: filesystems and tools with 32-bit size limits.
 MAX_FILE_BYTES = 2 << 30
@@ -164,6 +172,34 @@ def expected_tensors(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def int8_quantized(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether INT8 runtime files store tensor ``name`` as int8 codes: every Linear weight but the head.
+
+    The Linear weights are the matrices (two dims) other than the token embedding
+    (a lookup table) and the output head; the convolutions (four dims), norms and
+    biases stay float too.
+    """
+    return len(shape) == 2 and name not in (EMBED_NAME, LM_HEAD_NAME)
+
+
+def runtime_tensors(config: Qwen3Config, precision: Precision | str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every tensor the runtime files of ``precision`` hold: name -> (shape, dtype tag).
+
+    The publisher tensors (:func:`expected_tensors`) as float32, bf16, or under INT8
+    int8 codes for :func:`int8_quantized` ones plus their float32 scales and bf16 for
+    the rest.
+    """
+    precision = Precision.parse(precision).value
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    for name, shape in expected_tensors(config).items():
+        if precision == "int8" and int8_quantized(name, shape):
+            out[name] = (shape, "int8")
+            out[name + SCALE_SUFFIX] = (shape[:1], "float32")
+        else:
+            out[name] = (shape, "float32" if precision == "fp32" else "bf16")
+    return out
+
+
 def _natural_key(name: str) -> list[Any]:
     """Sort layer 10 after layer 9."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
@@ -232,6 +268,16 @@ def _split_by_size(stem: str, names: list[str], sizes: dict[str, int], path_hint
     return [(f"{stem}-{i:02d}", part) for i, part in enumerate(parts)]
 
 
+def _runtime_arrays(name: str, bits: np.ndarray, precision: str) -> dict[str, np.ndarray]:
+    """The runtime tensors of one publisher tensor (its codes and scales under INT8)."""
+    if precision == "int8":
+        if not int8_quantized(name, bits.shape):
+            return {name: _expand(bits, "bf16")}
+        codes, scale = ops.quantize_int8(_expand(bits, "fp32"))
+        return {name: codes, name + SCALE_SUFFIX: scale}
+    return {name: _expand(bits, precision)}
+
+
 def _expand(bits: np.ndarray, precision: str) -> np.ndarray:
     if precision == "bf16":
         return np.ascontiguousarray(bits, dtype=np.uint16)
@@ -268,7 +314,7 @@ def convert(
     out_dir
         Existing directory to write into (may be ``publisher_dir``'s staging dir).
     precision
-        ``"fp32"`` / ``"bf16"`` (or a Precision enum member).
+        ``"fp32"`` / ``"bf16"`` / ``"int8"`` (or a Precision enum member).
     revision
         The publisher revision, recorded in the manifest when known.
 
@@ -291,8 +337,13 @@ def convert(
     written: list[str] = []
     with open_checkpoint(source) as checkpoint:
         _check_checkpoint(checkpoint, config)
-        itemsize = 4 if precision == "fp32" else 2
-        sizes = {name: itemsize * checkpoint.info(name).numel for name in checkpoint}
+        layout = runtime_tensors(config, precision)
+        sizes = {}
+        for name in checkpoint:
+            shape, tag = layout[name]
+            # an int8 matrix's file also holds its scales (4 bytes per row)
+            sizes[name] = checkpoint.info(name).numel * {"float32": 4, "bf16": 2, "int8": 1}[tag] + (
+                4 * shape[0] if tag == "int8" else 0)
         plan: list[tuple[str, list[str]]] = []
         for stem, names in _groups(config, checkpoint):
             plan.extend(_split_by_size(stem, names, sizes, sources[0]))
@@ -307,9 +358,10 @@ def convert(
             tensors = {}
             for name in names:
                 stored = head_source if name == LM_HEAD_NAME else name
-                tensors[name] = _expand(checkpoint[stored], precision)
-                index[name] = {"file": file_name, "dtype": "float32" if precision == "fp32" else "bf16",
-                               "shape": list(tensors[name].shape)}  # fmt: skip
+                for runtime_name, array in _runtime_arrays(name, checkpoint[stored], precision).items():
+                    tensors[runtime_name] = array
+                    index[runtime_name] = {"file": file_name, "dtype": layout[runtime_name][1],
+                                           "shape": list(array.shape)}  # fmt: skip
             metadata = {"format": RUNTIME_FORMAT, "converter": CONVERTER_VERSION, "precision": precision}
             write_tensor_file(out / file_name, tensors, metadata)
             del tensors

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from onespeech.kernels import ops
+from onespeech.kernels import int8matrix, ops
 from onespeech.kernels.cancel import Cancel
+from onespeech.kernels.int8matrix import matrix
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
 from onespeech.qwen3.errors import raise_if_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
@@ -144,7 +145,7 @@ class Qwen3Decoder:
         self._w = tensors_under(weights, prefix)
         if head == "default":
             head = config.output_head_name
-        self._head = weights[head] if head is not None else None
+        self._head = matrix(weights, head) if head is not None else None
         self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         self._bf16 = bf16_activations
         # bf16 activations make k/v bf16 values, so the cache can hold their bits
@@ -163,7 +164,7 @@ class Qwen3Decoder:
         """Output head over final-normed hidden states f32[..., D] -> f32[..., V]."""
         if self._head is None:
             raise ValueError("this decoder was built without an output head")
-        return ops.linear(hidden, self._head, round_to_bf16=self._bf16)
+        return int8matrix.linear(hidden, self._head, round_to_bf16=self._bf16)
 
     def cache_for(self, capacity: int) -> KVCache:
         """The one cache plan, reallocated only when the request size changes."""
@@ -182,6 +183,8 @@ class Qwen3Decoder:
         layers = []
         for layer in range(d.num_layers):
             p = f"layers.{layer}."
+            if any(w[f"{p}{m}.weight"].dtype == np.int8 for m in matrices):
+                return None  # INT8 layers run op by op (`_layer`), through ops.linear_int8
             fused = ops.decoder_layer(
                 tuple(w[f"{p}{m}.weight"] for m in matrices),
                 tuple(w[f"{p}{m}.weight"] for m in norms),
@@ -299,7 +302,7 @@ class Qwen3Decoder:
         normed = ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps, round_to_bf16=self._bf16)
         if self._head is None:
             raise ValueError("this decoder was built without an output head")
-        return ops.linear_rows(normed, self._head, round_to_bf16=self._bf16)
+        return int8matrix.linear_rows(normed, self._head, round_to_bf16=self._bf16)
 
     def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
         """Causal full-sequence forward without keeping a cache (the aligner's pass).
@@ -334,8 +337,8 @@ class Qwen3Decoder:
         eps = d.rms_norm_eps
         # attention: q/k/v, per-head q/k RMS norm, rotary positions
         x = ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps, round_to_bf16=b)
-        qkv = [w[p + f"self_attn.{m}_proj.weight"] for m in "qkv"]
-        q, k, v = ops.linear_many(x, qkv, round_to_bf16=b)
+        qkv = [matrix(w, p + f"self_attn.{m}_proj.weight") for m in "qkv"]
+        q, k, v = int8matrix.linear_many(x, qkv, round_to_bf16=b)
         q = q.reshape(n, d.num_heads, d.head_dim)
         k = k.reshape(n, d.num_kv_heads, d.head_dim)
         v = v.reshape(n, d.num_kv_heads, d.head_dim)
@@ -350,12 +353,14 @@ class Qwen3Decoder:
         scale = d.head_dim**-0.5
         attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], scale, pos, round_to_bf16=b)
         attn = attn.reshape(n, d.num_heads * d.head_dim)
-        o = ops.linear(attn, w[p + "self_attn.o_proj.weight"], round_to_bf16=b)
+        o = int8matrix.linear(attn, matrix(w, p + "self_attn.o_proj.weight"), round_to_bf16=b)
         hidden = r(hidden + o)
         # SwiGLU MLP
         x = ops.rms_norm(hidden, w[p + "post_attention_layernorm.weight"], eps, round_to_bf16=b)
-        gate, up = ops.linear_many(x, [w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"]], round_to_bf16=b)
-        down = ops.linear(ops.swiglu(gate, up, round_to_bf16=b), w[p + "mlp.down_proj.weight"], round_to_bf16=b)
+        gate_up = [matrix(w, p + "mlp.gate_proj.weight"), matrix(w, p + "mlp.up_proj.weight")]
+        gate, up = int8matrix.linear_many(x, gate_up, round_to_bf16=b)
+        down = int8matrix.linear(ops.swiglu(gate, up, round_to_bf16=b), matrix(w, p + "mlp.down_proj.weight"),
+                                 round_to_bf16=b)
         return r(hidden + down)
 
     # -- greedy generation ---------------------------------------------------------------

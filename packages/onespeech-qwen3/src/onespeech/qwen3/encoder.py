@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from onespeech.kernels import ops
+from onespeech.kernels import int8matrix, ops
 from onespeech.kernels.cancel import Cancel
+from onespeech.kernels.int8matrix import matrix
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
 from onespeech.qwen3.errors import ConfigError, raise_if_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
@@ -204,7 +205,8 @@ class AudioEncoder:
 
     def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
         """Product with weight ``name``.weight (and its bias, if it has one), rounded under BF16 by the kernel."""
-        return ops.linear(x, self._w[name + ".weight"], self._w.get(name + ".bias"), round_to_bf16=self._bf16)
+        weight = matrix(self._w, name + ".weight")  # an Int8Matrix under INT8 precision
+        return int8matrix.linear(x, weight, self._w.get(name + ".bias"), round_to_bf16=self._bf16)
 
     def _layer_norm(self, x: np.ndarray, name: str) -> np.ndarray:
         """Layer norm ``name`` (weight and bias), rounded under BF16 by the kernel."""

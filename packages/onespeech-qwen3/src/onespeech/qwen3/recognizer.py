@@ -62,7 +62,7 @@ class Qwen3Options:
     context : str | None
         System-context prompt for biasing; at most 4096 token ids, special tokens refused.
     precision : Precision
-        FLOAT32 (default) or BFLOAT16; the strings "fp32" and "bf16" are accepted.
+        FLOAT32 (default), BFLOAT16 or INT8; the strings "fp32", "bf16" and "int8" are accepted.
     threads : int | None
         Threads for BLAS and kernels; None: OMP_NUM_THREADS, else the CPUs available.
     max_new_tokens : int

@@ -15,7 +15,8 @@ first completes).
 each load, SHA-256 once per install, remembered by file stat in the cache), memory-maps
 the tensor files and returns a :class:`RuntimeModel`: the parsed config plus a
 mapping from publisher tensor name to read-only array (float32, or uint16
-bfloat16 bits for BF16).
+bfloat16 bits for BF16; under INT8 the Linear weights are int8 codes with their
+float32 scales under ``name + "_scale"``, paired by ``onespeech.kernels.int8matrix.matrix``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from onespeech.kernels.resolve import convert_directory, install_record_name, re
 from onespeech.kernels.store import Manifest, verify_manifest
 from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
 from onespeech.qwen3.config import Qwen3Config, load_config
-from onespeech.qwen3.convert import RUNTIME_FORMAT, check_layer_counts, expected_tensors, manifest_name
+from onespeech.qwen3.convert import RUNTIME_FORMAT, check_layer_counts, manifest_name, runtime_tensors
 
 __all__ = [
     "RuntimeModel",
@@ -54,7 +55,7 @@ class RuntimeModel(Mapping[str, np.ndarray]):
     ----------
     directory : Path
     precision : str
-        ``"fp32"`` or ``"bf16"``.
+        ``"fp32"``, ``"bf16"`` or ``"int8"``.
     config : Qwen3Config
     manifest : Manifest
         Its metadata holds the tensor index, the output-head source and the
@@ -230,14 +231,14 @@ def load_runtime(
 
 def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Path) -> None:
     check_layer_counts(model.config, index, model.directory / "config.json")
-    expected = expected_tensors(model.config)
+    expected = runtime_tensors(model.config, model.precision)
     if set(index) != set(expected):
         missing = sorted(set(expected) - set(index))
         extra = sorted(set(index) - set(expected))
         raise ModelIntegrityError(manifest_path, f"tensor index differs from the config (missing {missing[:3]}, "
                                                  f"extra {extra[:3]})")  # fmt: skip
-    dtype = np.float32 if model.precision == "fp32" else np.uint16
-    for name, shape in expected.items():
+    for name, (shape, tag) in expected.items():
+        dtype = _DTYPE_OF_TAG[tag]
         entry = index[name]
         file = model._owner.get(name)
         if file is None or file.path.name != entry["file"]:
@@ -247,6 +248,9 @@ def _check_tensors(model: RuntimeModel, index: dict[str, Any], manifest_path: Pa
             raise ModelIntegrityError(
                 file.path, f"tensor {name!r} is {array.dtype} {list(array.shape)}, expected {np.dtype(dtype)} {list(shape)}"
             )
+
+
+_DTYPE_OF_TAG = {"float32": np.float32, "bf16": np.uint16, "int8": np.int8}
 
 
 def load_model(

@@ -64,7 +64,7 @@ class TranscribeOptions:
         The forced aligner (catalog id or directory); None skips word timing.
     context : str | None
         Biasing context for the recognizer.
-    precision : "fp32" | "bf16"
+    precision : "fp32" | "bf16" | "int8"
     threads : int | None
         CPU threads (None: all available).
     max_new_tokens : int

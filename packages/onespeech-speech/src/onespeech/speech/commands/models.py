@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     revision = "the revision expected (the catalog's pinned one; a prefix of 7 or more characters will do)"
     fetch = actions.add_parser("fetch", help="download, verify, convert and install a model")
     fetch.add_argument("model", help="catalog id, e.g. Qwen/Qwen3-ASR-0.6B")
-    fetch.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    fetch.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32")
     fetch.add_argument("--revision", default=None, help=revision)
     verify = actions.add_parser("verify", help="hash every cached file of a model against its pins")
     verify.add_argument("model", help="catalog id or local model directory")

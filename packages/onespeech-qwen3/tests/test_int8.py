@@ -1,0 +1,173 @@
+"""INT8 precision: conversion (staged, verified, atomic), the quantized layers, recognition on every kernel variant."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onespeech.kernels import cpu, ops
+from onespeech.kernels.errors import ModelIntegrityError
+from onespeech.kernels.int8matrix import SCALE_SUFFIX, Int8Matrix, matrix
+from onespeech.kernels.store import sha256_file
+from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3 import convert as convert_module
+from onespeech.qwen3.config import EMBED_NAME, LM_HEAD_NAME
+from onespeech.qwen3.runtime import ensure_runtime, has_runtime, load_model, load_runtime
+from onespeech.qwen3.safetensors import open_checkpoint
+from onespeech_tools.signals import tone
+
+# the SIMD variants this CPU runs, each compared with the generic one
+VARIANTS = [v for v in cpu.supported_variants() if v != "generic"]
+
+
+@pytest.fixture(scope="module")
+def int8_dir(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("int8") / "model"
+    shutil.copytree(tiny_checkpoint, directory)
+    ensure_runtime(directory, "int8")
+    return directory
+
+
+@pytest.fixture()
+def fresh_dir(tiny_checkpoint: Path, tmp_path: Path) -> Path:
+    directory = tmp_path / "model"
+    shutil.copytree(tiny_checkpoint, directory)
+    return directory
+
+
+def _widened(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def test_linear_weights_become_per_channel_codes_the_rest_keeps_its_bf16_bits(int8_dir: Path) -> None:
+    with load_model(int8_dir, "int8") as model, open_checkpoint(int8_dir) as ckpt:
+        assert model.precision == "int8" and not has_runtime(int8_dir, "fp32")
+        quantized = [n for n in ckpt if convert_module.int8_quantized(n, ckpt[n].shape)]
+        # every Linear of the encoder (conv_out and the projector included) and of the decoder layers
+        assert "thinker.audio_tower.conv_out.weight" in quantized and "thinker.audio_tower.proj2.weight" in quantized
+        assert "thinker.model.layers.4.mlp.down_proj.weight" in quantized
+        assert EMBED_NAME not in quantized and LM_HEAD_NAME not in quantized
+        assert set(model) == set(ckpt) | {n + SCALE_SUFFIX for n in quantized}
+        for name in ckpt:
+            if name in quantized:
+                codes, scale = ops.quantize_int8(_widened(ckpt[name]))
+                w = matrix(model, name)
+                assert isinstance(w, Int8Matrix)
+                assert np.array_equal(w.codes, codes) and np.array_equal(w.scale, scale)
+            elif name != LM_HEAD_NAME:  # the head is the tied embedding (test_runtime)
+                assert model[name].dtype == np.uint16 and np.array_equal(model[name], ckpt[name]), name
+        assert np.array_equal(model[LM_HEAD_NAME], model[EMBED_NAME])
+
+
+def test_conversion_is_deterministic_and_beside_other_precisions(int8_dir: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    shutil.copytree(int8_dir, again)
+    for p in again.glob("*int8*"):
+        p.unlink()
+    ensure_runtime(again, "int8")
+    for p in sorted(int8_dir.glob("int8-*.ost")):
+        assert sha256_file(again / p.name) == sha256_file(p), p.name
+    with load_model(again, "bf16") as bf16, load_runtime(again, "int8") as int8:
+        assert bf16[EMBED_NAME].dtype == np.uint16 and int8["thinker.model.layers.0.mlp.up_proj.weight"].dtype == np.int8
+
+
+def _flip_byte(path: Path, offset: int) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    time.sleep(0.01)
+    os.utime(path)  # a new mtime even on coarse-clock filesystems
+
+
+def test_corrupt_int8_file_is_refused_by_name_then_reconverted(fresh_dir: Path) -> None:
+    load_model(fresh_dir, "int8").close()  # converted, digests checked once
+    target = fresh_dir / "int8-decoder-00.ost"
+    before = sha256_file(target)
+    _flip_byte(target, target.stat().st_size - 100)  # inside the last tensor's int8 codes
+    with pytest.raises(ModelIntegrityError) as info:
+        load_model(fresh_dir, "int8")
+    assert info.value.path == str(target) and f"remove {target}" in str(info.value)
+    os.remove(info.value.path)
+    with load_model(fresh_dir, "int8") as model:  # converted again from the publisher files
+        assert model["thinker.model.layers.0.self_attn.q_proj.weight"].dtype == np.int8
+    assert sha256_file(target) == before
+
+
+def test_failed_int8_conversion_installs_nothing(fresh_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = convert_module.write_tensor_file
+
+    def failing(path, tensors, metadata=None):  # type: ignore[no-untyped-def]
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError("disk full (simulated)")
+        real(path, tensors, metadata)
+
+    monkeypatch.setattr(convert_module, "write_tensor_file", failing)
+    before = sorted(p.name for p in fresh_dir.iterdir())
+    with pytest.raises(OSError, match="disk full"):
+        ensure_runtime(fresh_dir, "int8")
+    assert sorted(p.name for p in fresh_dir.iterdir()) == before and not has_runtime(fresh_dir, "int8")
+
+
+def test_int8_layers_run_through_linear_int8(int8_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, int]] = []
+    real = ops.linear_int8
+
+    def counting(x, w, w_scale, bias=None):  # type: ignore[no-untyped-def]
+        calls.append(w.shape)
+        return real(x, w, w_scale, bias)
+
+    monkeypatch.setattr(ops, "linear_int8", counting)
+    with Qwen3Recognizer.load(int8_dir, Qwen3Options(precision="int8", threads=1, max_new_tokens=2)) as rec:
+        cfg = rec.config
+        assert rec.decoder._fused is None and not rec.backbone.bf16_activations
+        ids = rec.generate(tone(1.0), max_new_tokens=2)
+    assert len(ids) == 2
+    layers_per_token = 7 * cfg.text.num_layers
+    encoder = 6 * cfg.audio.num_layers + 3  # + conv_out, proj1, proj2
+    # one encoder pass, the prefill and one more token (the second choice needs the first's step)
+    assert len(calls) == encoder + 2 * layers_per_token
+    assert (cfg.output_rows, cfg.text.hidden_size) not in calls  # the head stays float
+
+
+def test_int8_is_close_to_fp32(int8_dir: Path, tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from onespeech.features import log_mel_spectrogram
+
+    fp32_dir = tmp_path / "fp32"
+    shutil.copytree(tiny_checkpoint, fp32_dir)
+    mel = log_mel_spectrogram(tone(1.0))
+    with Qwen3Recognizer.load(int8_dir, Qwen3Options(precision="int8", threads=1)) as int8, \
+            Qwen3Recognizer.load(fp32_dir, Qwen3Options(threads=1)) as fp32:  # fmt: skip
+        got, want = int8.encoder.forward(mel), fp32.encoder.forward(mel)
+    assert not np.array_equal(got, want)
+    assert np.abs(got - want).max() / np.abs(want).max() < 0.1
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_int8_ids_are_the_same_on_the_generic_and_simd_variants(
+    int8_dir: Path, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(name: str) -> tuple[list[int], np.ndarray]:
+        module = cpu.load_variant(name)
+        if module is None:
+            pytest.skip(f"the {name} kernels are not built here")
+        monkeypatch.setattr(ops, "_kernels", module)
+        with Qwen3Recognizer.load(int8_dir, Qwen3Options(precision="int8", threads=2)) as rec:
+            result = rec.recognize(tone(1.5), None, 6, keep_first_logits=True)
+            assert result.generation.first_logits is not None
+            return result.generation.ids, result.generation.first_logits
+
+    want_ids, want_logits = run("generic")
+    ids, logits = run(variant)
+    assert ids == want_ids
+    # the int8 products give the same bits on every variant; the float operators around them
+    # (norms, attention, the head) may sum in another order, so the logits agree to rounding
+    np.testing.assert_allclose(logits, want_logits, rtol=0, atol=1e-4 * np.abs(want_logits).max())
