@@ -66,16 +66,18 @@ def test_gemm_empty_shapes(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("lead,k,kernel", [((2,), 67, True), ((5, 7), 67, True), ((130,), 1024, True),
-                                           ((130,), 1031, "avx512"), ((200,), 3584, "avx512"), ((201,), 1031, False),
-                                           ((130,), 4097, False), ((401,), 67, False)])
-def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...], k: int, kernel: bool | str,
-                                              monkeypatch) -> None:
-    """Up to 400 rows with one K block on every build; with more K ("avx512") up to 200 rows only
-    on AVX-512 builds, where that was measured faster than BLAS."""
+# whether the kernel runs on builds of (1, 8, 16) lanes
+@pytest.mark.parametrize("lead,k,by_lanes", [((2,), 67, (1, 1, 1)), ((5, 7), 67, (1, 1, 1)), ((130,), 1024, (1, 1, 1)),
+                                             ((130,), 1031, (0, 1, 1)), ((200,), 3584, (0, 1, 1)),
+                                             ((201,), 1031, (0, 1, 0)), ((130,), 4097, (0, 1, 0)),
+                                             ((401,), 67, (0, 1, 0)), ((800,), 7680, (0, 1, 0)),
+                                             ((801,), 67, (0, 0, 0))])
+def test_linear_runs_the_kernel_where_it_wins(variant: str, lead: tuple[int, ...], k: int,
+                                              by_lanes: tuple[int, int, int], monkeypatch) -> None:
+    """Up to 400 rows with one K block on every build; AVX2 builds (8 lanes) up to 800 rows at any K;
+    AVX-512 builds up to 200 rows at K <= 4096: where each was measured faster than BLAS."""
     real = cpu.load_variant(variant)
-    if kernel == "avx512":
-        kernel = real.LANES == 16
+    kernel = bool(by_lanes[{1: 0, 8: 1, 16: 2}[real.LANES]])
     calls = []
     spy = type("Spy", (), {"gemm_f32": lambda *a: calls.append(1) or real.gemm_f32(*a), "LANES": real.LANES})
     monkeypatch.setattr(ops, "_kernels", spy)

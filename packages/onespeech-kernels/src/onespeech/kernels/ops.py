@@ -59,6 +59,17 @@ _GEMM_WIDENED_MAX_ROWS = 800
 # from memory, 15-20 interleaved calls): 0.77-0.84 at 130-150 x 3072-4320, 0.93-0.97
 # at 208 x 7680 x 896; 0.94-1.06 at 390-420 rows, so not there. In the 0.6B model
 # at 10 s (three runs of 6-12 interleaved pairs): BF16 encoder 0.96-0.98x, prefill 0.95-0.96x
+# AVX2 builds (8 lanes) take our GEMM up to this many rows at any K, float32 weights.
+# OpenBLAS's small-M products lose most where K is long: per product shape of the
+# encoder, the prefill and the aligner, against a 3072-cube BLAS product interleaved
+# with it (2 threads, AMD EPYC AVX2 shared with other jobs, benchmarks/flops.py
+# --breakdown and three interleaved rounds per shape), ours / BLAS reached of that
+# rate: 0.79 / 0.24 at 130 x 896 x 3584, 0.91 / 0.33 at 148 x 1024 x 3072, 0.74 /
+# 0.32 at 148 x 1024 x 2048, 0.86 / 0.38 at 130 x 896 x 7680, 0.87 / 0.46 at
+# 416 x 480 x 4320, 0.94 / 0.79 at 400 x 1024 x 3072, 0.90 / 0.81 at 732 x 1024 x
+# 3072, 0.98 / 0.79 at 732 x 1024 x 1024; mixed at 1000 rows (0.83-0.90 / 0.80-0.97)
+# and BLAS ahead at 1600 x 480 x 4320 (0.84 / 1.13)
+_GEMM_EIGHT_LANES_MAX_ROWS = 800
 # its K block: a tile of 4 x rows (16 KiB) and 3 w rows (12 KiB) fit L1;
 # fixed, never derived from the thread count, since the summation order of
 # every output depends on it
@@ -435,9 +446,12 @@ def _gemm_wins(m: int, n: int, k: int, widened: bool = False) -> bool:
 
     ``widened``: the weights are bf16 and BLAS would take them widened to float32.
     """
-    sixteen_lanes = getattr(_kernels, "LANES", 1) == 16
+    lanes = getattr(_kernels, "LANES", 1)
+    sixteen_lanes = lanes == 16
     if widened and not sixteen_lanes:
         return m <= (_GEMM_WIDENED_MAX_ROWS if k <= _GEMM_KC else _GEMM_LONG_K_MAX_ROWS)
+    if lanes == 8 and m <= _GEMM_EIGHT_LANES_MAX_ROWS:
+        return True
     if k <= _GEMM_KC:
         return m <= _GEMM_MAX_ROWS
     return sixteen_lanes and m <= _GEMM_LONG_K_MAX_ROWS and k <= _GEMM_LONG_K_MAX
