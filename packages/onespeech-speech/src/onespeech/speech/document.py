@@ -16,16 +16,13 @@ from typing import Any
 
 from onespeech.kernels.jsonfile import loads_json
 from onespeech.qwen3 import Finish, Segment, TimingMethod, Transcript, Word, languages_by_time
+from onespeech.speech.document_check import check_document, parse_document
+from onespeech.speech.document_parts import DOCUMENT_VERSION, ModelInfo, Speaker
 from onespeech.speech.errors import DocumentFormatError
 
 # the result model is qwen3's, one family for every layer; speech re-exports it
 __all__ = ["DOCUMENT_VERSION", "Document", "Finish", "ModelInfo", "Segment", "Speaker", "TimingMethod", "Word",
            "segment_dict"]
-
-#: The JSON layout ``Document.to_dict`` writes. Version 2: words only inside their
-#: segments, enums as their string values, ``untimed_reason`` beside ``timing_method``.
-#: ``Document.from_dict`` also reads version 1 (see ``document_check``).
-DOCUMENT_VERSION = 2
 
 
 def _plain(value: Any) -> Any:
@@ -43,23 +40,6 @@ def segment_dict(segment: Segment) -> dict[str, Any]:
     """``segment`` as plain JSON data (the v2 document layout of one segment)."""
     data: dict[str, Any] = _plain(asdict(segment))
     return data
-
-
-@dataclass
-class Speaker:
-    """A speaker found in the file: its label and total speaking time in seconds."""
-
-    label: str
-    duration: float
-
-
-@dataclass
-class ModelInfo:
-    """Which model made a document: catalog id or path, revision when known, precision."""
-
-    id_or_path: str
-    revision: str | None
-    precision: str
 
 
 @dataclass
@@ -136,8 +116,6 @@ class Document:
         ``start <= end``, strings where strings go, confidences in 0..1. ``to_dict``,
         ``to_json``, ``from_dict`` and every writer apply them.
         """
-        from onespeech.speech.document_check import check_document
-
         check_document(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,9 +141,7 @@ class Document:
             Another version, a missing or unknown field, or a value that breaks the
             document rules; the message names the field path (``segments[3].words[2].end``).
         """
-        from onespeech.speech.document_check import parse_document
-
-        return parse_document(data)
+        return parse_document(data, cls)
 
     @classmethod
     def from_json(cls, text: str) -> Document:

@@ -18,19 +18,14 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from onespeech.speech.document import (
-    DOCUMENT_VERSION,
-    Document,
-    Finish,
-    ModelInfo,
-    Segment,
-    Speaker,
-    TimingMethod,
-    Word,
-)
+from onespeech.qwen3 import Finish, Segment, TimingMethod, Word
+from onespeech.speech.document_parts import DOCUMENT_VERSION, ModelInfo, Speaker
 from onespeech.speech.errors import DocumentFormatError
+
+if TYPE_CHECKING:
+    from onespeech.speech.document import Document
 
 __all__ = ["MAX_SECONDS", "check_document", "parse_document"]
 
@@ -41,6 +36,7 @@ MAX_SECONDS = 1e9
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
+D = TypeVar("D", bound="Document")
 
 # Version 1 wrote a segment's ``timing`` as the name of the stage that timed it or as
 # the reason none did; the one stage that existed then was the forced aligner.
@@ -153,7 +149,6 @@ def check_segment(segment: Segment, path: str) -> None:
 
 def check_document(document: Document) -> None:
     """Raise ``DocumentFormatError`` naming the first field that breaks the rules of this module."""
-    _instance(document, Document, "the document")
     _text(document.text, "text")
     _seconds(document.duration, "duration")
     _text(document.language, "language", optional=True)
@@ -189,8 +184,8 @@ def _list(value: object, path: str) -> None:
 # -- from JSON data ----------------------------------------------------------------------------
 
 
-def parse_document(data: object) -> Document:
-    """A checked Document from ``Document.to_dict`` output or parsed JSON of it.
+def parse_document(data: object, document_type: type[D]) -> D:
+    """A checked ``document_type`` (the Document class) from ``Document.to_dict`` output or parsed JSON of it.
 
     Version 1 data is converted first (:func:`_upgrade_v1`). Structure next
     (objects with exactly their fields, arrays where lists go), then
@@ -205,7 +200,7 @@ def parse_document(data: object) -> Document:
     body = {key: value for key, value in data.items() if key != "version"}
     if version == 1:
         body = _upgrade_v1(body)
-    kwargs = _fields(Document, body, "")
+    kwargs = _fields(document_type, body, "")
     kwargs["languages"] = _items(kwargs["languages"], "languages", lambda item, path: item)
     kwargs["segments"] = _items(kwargs["segments"], "segments", _segment)
     for name in ("model", "aligner"):
@@ -214,7 +209,7 @@ def parse_document(data: object) -> Document:
     kwargs["speakers"] = _items(kwargs.get("speakers", []), "speakers",
                                 lambda item, path: Speaker(**_fields(Speaker, item, path)))
     _floats(kwargs, ("duration",))
-    document = Document(**kwargs)
+    document = document_type(**kwargs)
     check_document(document)
     return document
 
