@@ -45,13 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from source_tree import require_compiled_kernels, source_paths  # benchmarks/ is the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 SR = 16000
-CLIPS = {"11 s": ("jfk.flac", None), "30 s": ("multilingual_en_de.mp3", 30.0)}
+CLIPS = {"11s": ("jfk.flac", None), "30s": ("multilingual_en_de.mp3", 30.0)}
 LANGUAGE = "English"
 CLASSES = {"FP32": "fp32", "BF16": "bf16", "INT8": "int8"}  # class: our precision
 
@@ -140,6 +141,10 @@ def worker_crisp(args: argparse.Namespace) -> dict:
 WORKERS = {"ours": worker_ours, "reference": worker_reference, "crisp": worker_crisp}
 
 
+class PeerFailed(RuntimeError):
+    """A system's run failed; the table goes on without it."""
+
+
 def _run_worker(python: str, kind: str, args: argparse.Namespace, clips: dict[str, str], **extra: object) -> dict:
     argv = [python, __file__, "--worker", kind, "--clips", json.dumps(clips), "--asr", str(args.asr),
             "--tokens", str(args.tokens), "--threads", str(args.threads), "--repeats", str(args.repeats)]
@@ -153,7 +158,7 @@ def _run_worker(python: str, kind: str, args: argparse.Namespace, clips: dict[st
         env["PYTHONPATH"] = str(Path(__file__).resolve().parent)
     out = subprocess.run(argv, capture_output=True, text=True, env=env)
     if out.returncode:
-        raise SystemExit(f"the {kind} worker failed:\n{out.stderr[-4000:]}")
+        raise PeerFailed(f"the {kind} worker failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -168,13 +173,13 @@ def _run_qwen_asr(binary: Path, args: argparse.Namespace, clips: dict[str, str])
             out = subprocess.run([str(binary), "-d", str(args.asr), "-i", path, "-t", str(args.threads),
                                   "--language", LANGUAGE, "--debug"], capture_output=True, text=True, env=env)
             if out.returncode:
-                raise SystemExit(f"qwen-asr failed:\n{out.stderr[-4000:]}")
+                raise PeerFailed(f"qwen-asr failed:\n{out.stderr[-4000:]}")
             inference = re.search(r"Inference: (\d+) ms", out.stderr)
             steps = re.search(r"Decode: (\d+) tokens", out.stderr)
             if inference is None or steps is None:
-                raise SystemExit(f"qwen-asr printed no Inference/Decode line:\n{out.stderr[-4000:]}")
+                raise PeerFailed(f"qwen-asr printed no Inference/Decode line:\n{out.stderr[-4000:]}")
             if int(steps.group(1)) != args.tokens - 1:
-                raise SystemExit(f"qwen-asr decoded {steps.group(1)} steps, not {args.tokens - 1}: without the "
+                raise PeerFailed(f"qwen-asr decoded {steps.group(1)} steps, not {args.tokens - 1}: without the "
                                  "local QWEN_ASR_MAX_TOKENS patch its cap is 2048 (see docs/benchmarks.md)")
             if k:
                 times[label].append(int(inference.group(1)) / 1e3)
@@ -184,7 +189,7 @@ def _run_qwen_asr(binary: Path, args: argparse.Namespace, clips: dict[str, str])
 # -- driver ------------------------------------------------------------------------------------
 
 
-def _clips(work: Path) -> dict[str, str]:
+def _clips(work: Path, wanted: list[str]) -> dict[str, str]:
     import numpy as np
     import soundfile
 
@@ -194,10 +199,12 @@ def _clips(work: Path) -> dict[str, str]:
     data = shared_data_or_skip("bench_peers")
     paths = {}
     for label, (name, seconds) in CLIPS.items():
+        if label not in wanted:
+            continue
         pcm = load_audio(data / "audio" / name)
         if seconds is not None:
             pcm = pcm[: int(seconds * SR)]
-        path = work / f"clip_{label.replace(' ', '')}.wav"
+        path = work / f"clip_{label}.wav"
         soundfile.write(path, np.clip(pcm, -1.0, 1.0), SR, subtype="PCM_16")
         paths[label] = str(path)
     return paths
@@ -240,6 +247,7 @@ def main() -> int:
                         help="an interpreter with crispasr and soundfile")
     parser.add_argument("--gguf-f16", default=os.environ.get("ONESPEECH_PEER_GGUF_F16"))
     parser.add_argument("--gguf-q8", default=os.environ.get("ONESPEECH_PEER_GGUF_Q8"))
+    parser.add_argument("--clip", nargs="+", choices=tuple(CLIPS), default=list(CLIPS), help="the clips to run")
     parser.add_argument("--worker", choices=tuple(WORKERS))
     parser.add_argument("--clips")
     parser.add_argument("--precision")
@@ -265,27 +273,34 @@ def main() -> int:
             "q8_0": _given(args.gguf_q8, "CrispASR q8_0", "no --gguf-q8") if crisp else None}
     rows: list[tuple[str, str, dict]] = []  # (class, system, times per clip)
     with tempfile.TemporaryDirectory() as tmp:
-        clips = _clips(Path(tmp))
+        clips = _clips(Path(tmp), args.clip)
         for cls, precision in CLASSES.items():
-            if not _supported(precision):
-                ours = None
-            else:
+            runs: list[tuple[str, Callable[[], dict]]] = []
+            if _supported(precision):
                 ensure_runtime(args.asr, precision)  # converted once, outside the measurement
-                ours = _run_worker(sys.executable, "ours", args, clips, precision=precision)
-                rows.append((cls, f"ours {precision}", ours))
+                runs.append((f"ours {precision}",
+                             lambda p=precision: _run_worker(sys.executable, "ours", args, clips, precision=p)))
             if cls in ("FP32", "BF16") and reference:
-                rows.append((cls, f"reference {precision}",
-                             _run_worker(str(reference), "reference", args, clips, precision=precision)))
+                runs.append((f"reference {precision}", lambda p=precision: _run_worker(
+                    str(reference), "reference", args, clips, precision=p)))
             if cls == "BF16" and qwen_asr:
-                rows.append((cls, "antirez/qwen-asr bf16", _run_qwen_asr(qwen_asr, args, clips)))
+                runs.append(("antirez/qwen-asr bf16", lambda: _run_qwen_asr(qwen_asr, args, clips)))
             kind = {"BF16": "f16", "INT8": "q8_0"}.get(cls)
             if kind and gguf.get(kind):
-                rows.append((cls, f"CrispASR {kind}",
-                             _run_worker(str(crisp), "crisp", args, clips, gguf=gguf[kind])))
+                runs.append((f"CrispASR {kind}", lambda k=kind: _run_worker(
+                    str(crisp), "crisp", args, clips, gguf=gguf[k])))
+            for system, run in runs:
+                try:
+                    rows.append((cls, system, run()))
+                except PeerFailed as error:
+                    print(f"{system}: failed, left out of the table: {error}", flush=True)
+                    continue
+                print(f"{system}: " + ", ".join(f"{label} {_cell(t)} s" for label, t in rows[-1][2].items())
+                      + f"; load average {os.getloadavg()[0]:.2f}", flush=True)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"\n{'clip':<6}{'class':<6}{'system':<24}{'seconds: median (min..max)':>30}{'ours / this':>13}")
-    for label in CLIPS:
+    for label in clips:
         for cls in CLASSES:
             ours_row = next((times for c, system, times in rows if c == cls and system.startswith("ours")), None)
             for c, system, times in rows:
