@@ -55,6 +55,7 @@ SR = 16000
 CLIPS = {"11s": ("jfk.flac", None), "30s": ("multilingual_en_de.mp3", 30.0)}
 LANGUAGE = "English"
 CLASSES = {"FP32": "fp32", "BF16": "bf16", "INT8": "int8"}  # class: our precision
+SYSTEMS = ("ours", "reference", "qwen-asr", "crisp")
 
 
 def _timed(fn):
@@ -248,6 +249,10 @@ def main() -> int:
     parser.add_argument("--gguf-f16", default=os.environ.get("ONESPEECH_PEER_GGUF_F16"))
     parser.add_argument("--gguf-q8", default=os.environ.get("ONESPEECH_PEER_GGUF_Q8"))
     parser.add_argument("--clip", nargs="+", choices=tuple(CLIPS), default=list(CLIPS), help="the clips to run")
+    parser.add_argument("--classes", nargs="+", choices=tuple(CLASSES), default=list(CLASSES),
+                        help="the precision classes to run")
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS),
+                        help="the systems to run (ours is the anchor of the ratios)")
     parser.add_argument("--worker", choices=tuple(WORKERS))
     parser.add_argument("--clips")
     parser.add_argument("--precision")
@@ -266,17 +271,20 @@ def main() -> int:
     load = os.getloadavg()
     print(f"checkpoint {args.asr.name}, {args.tokens} tokens per recognition, {args.threads} threads, "
           f"medians of {args.repeats}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
-    reference = _given(args.reference_python, "reference toolkit", "no --reference-python")
-    qwen_asr = _given(args.qwen_asr, "antirez/qwen-asr", "no --qwen-asr binary")
-    crisp = _given(args.crisp_python, "CrispASR", "no --crisp-python")
+    reference = _given(args.reference_python, "reference toolkit", "no --reference-python") \
+        if "reference" in args.systems else None
+    qwen_asr = _given(args.qwen_asr, "antirez/qwen-asr", "no --qwen-asr binary") if "qwen-asr" in args.systems else None
+    crisp = _given(args.crisp_python, "CrispASR", "no --crisp-python") if "crisp" in args.systems else None
     gguf = {"f16": _given(args.gguf_f16, "CrispASR f16", "no --gguf-f16") if crisp else None,
             "q8_0": _given(args.gguf_q8, "CrispASR q8_0", "no --gguf-q8") if crisp else None}
     rows: list[tuple[str, str, dict]] = []  # (class, system, times per clip)
     with tempfile.TemporaryDirectory() as tmp:
         clips = _clips(Path(tmp), args.clip)
         for cls, precision in CLASSES.items():
+            if cls not in args.classes:
+                continue
             runs: list[tuple[str, Callable[[], dict]]] = []
-            if _supported(precision):
+            if "ours" in args.systems and _supported(precision):
                 ensure_runtime(args.asr, precision)  # converted once, outside the measurement
                 runs.append((f"ours {precision}",
                              lambda p=precision: _run_worker(sys.executable, "ours", args, clips, precision=p)))
