@@ -22,7 +22,7 @@ and the first 30 s of multilingual_en_de.mp3, as 16-bit WAV files, English force
 ``--threads`` threads everywhere.
 
 The timed unit is one recognition of one clip with the model loaded and warm (one
-untimed run first): features, encoder, prefill and exactly ``--tokens`` generated
+untimed run first, except for CrispASR, see ``worker_crisp``): features, encoder, prefill and exactly ``--tokens`` generated
 tokens. The checkpoint's random weights never end an answer; each tool is held to
 the same count: ours ``recognize(..., max_new_tokens=N, min_new_tokens=N)``, the
 reference ``generate(max_new_tokens=N, min_new_tokens=N)``, CrispASR
@@ -130,7 +130,8 @@ def worker_crisp(args: argparse.Namespace) -> dict:
     times: dict[str, list[float]] = {}
     for label, path in json.loads(args.clips).items():
         pcm, _ = soundfile.read(path, dtype="float32")
-        session.transcribe(pcm, language="en")  # warm-up
+        # no untimed run first: its first recognition of a clip is not slower than the next
+        # (a trial on the 11 s clip: 418 s, then 483 s, on the loaded machine), and each takes minutes there
         times[label] = []
         for _ in range(args.repeats):
             seconds, _ = _timed(lambda pcm=pcm: session.transcribe(pcm, language="en"))
