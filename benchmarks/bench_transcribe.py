@@ -3,6 +3,10 @@
     python benchmarks/bench_transcribe.py memory [--minutes 1 60] [--cases silence3 every40 every5 continuous]
     python benchmarks/bench_transcribe.py full [--tokens 32] [--threads 2] [--clip jfk.flac]
                                                [--reference-python PYTHON]
+    python benchmarks/bench_transcribe.py talk [--precisions fp32 bf16 int8] [--tokens 100] [--threads 2]
+                                               [--seconds 300] [--asr DIR] [--aligner DIR]
+    python benchmarks/bench_transcribe.py decode [--precisions fp32 bf16 int8] [--tokens 100] [--threads 2]
+                                                 [--batch 1 4] [--prompt 400] [--asr DIR]
 
 ``memory``: the full path (decode, VAD chunks, recognition, release, replay, alignment)
 on the tiny checkpoints (``onespeech_tools.checkpoints``; the aligner with ``max_slot``,
@@ -25,6 +29,33 @@ process. Random weights do not end their answers, so both run a fixed token budg
 per chunk (``--tokens``): ours with the budget reached counted as the end of the
 chunk instead of the error a user gets (the benchmark patches that one check).
 
+``talk``: the issue's end-to-end target. A 300 s talk of real speech with pauses
+(``onespeech_tools.conversations.build_monologue``: one English reader's clip cut
+into stretches of 2-15 s at -6..+6 dB with pauses of 0.3-2.5 s, seeded) through
+``transcribe`` with the aligner and speakers on, 2 threads, on the full-size 0.6B
+ASR and aligner checkpoints (``--asr``/``--aligner``, default generated into
+build/checkpoints), a fixed ``--tokens`` (100) per chunk: the random weights never
+end an answer, and the budget reached counts as the chunk's end (as in ``full``).
+For each precision of ``--precisions`` (one that this build does not support is
+skipped with a line saying so), in a process of its own: wall time and real-time
+factor (models loaded in the timed call), the time of each stage (encoder, prefill,
+decode, aligner, speakers, VAD, features, loads; ``stage_times.py``, measured from
+outside the library) and the tokens decoded, and peak RSS against the larger model's
+weights at that precision (the spec: at most weights + 15%).
+
+``decode``: decode against the memory-bandwidth bound. Measures this machine's copy
+bandwidth (numpy copies of a 512 MiB buffer, 1 and 2 threads, best of 10; bytes read
+plus written), then per precision loads the recognizer, prefills ``--prompt`` positions
+(a 30 s chunk's prompt is about 400; the other sequences of a batch copy that cache)
+and, for each batch size of ``--batch``, times ``--tokens`` decode steps (``Qwen3Decoder.forward`` of one position for a batch of 1,
+``step_batch`` for more, each with the output head). Bytes read per step: every
+decoder matrix and norm plus the tied embedding as output head, at the precision,
+plus each sequence's keys and values up to its position. Prints ms per step, the
+achieved bandwidth (bytes per step / seconds per step) and its share of the
+copy bandwidth probed in the worker just before and after the steps (the best of
+those probes, 5 rounds each), so that a loaded machine slows the probe and the steps
+alike; the target is at least 75%.
+
 Run it on an otherwise idle machine.
 """
 
@@ -41,6 +72,7 @@ import time
 from pathlib import Path
 
 from source_tree import require_compiled_kernels, source_paths  # benchmarks/ is the script's directory
+from stage_times import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "checkpoints"
@@ -56,16 +88,9 @@ def _peak_rss() -> int:
 
 
 def worker_ours(args: argparse.Namespace) -> dict:
-    import importlib
-
     from onespeech.speech import transcribe
 
-    pipeline = importlib.import_module("onespeech.speech.transcribe")  # the module, not the function
-
-    class _BudgetIsTheEnd:  # no chunk reaches "the limit": a budget reached counts as the chunk's end here
-        MAX_NEW_TOKENS = object()
-
-    pipeline.Finish = _BudgetIsTheEnd
+    _budget_is_the_end()
     start = time.perf_counter()
     document = transcribe(args.audio, args.asr, aligner=args.aligner, language=args.language,
                           max_new_tokens=args.tokens, threads=args.threads, progress=False, vad=args.vad)
@@ -74,6 +99,118 @@ def worker_ours(args: argparse.Namespace) -> dict:
     return {"seconds": seconds, "peak_rss": _peak_rss(), "duration": document.duration,
             "segments": len(document.segments), "words": len(document.words), "timed_words": timed,
             "speakers": len(document.speakers)}
+
+
+def _budget_is_the_end() -> None:
+    """Count a chunk that reached max_new_tokens as ended (random weights never end an answer)."""
+    import importlib
+
+    pipeline = importlib.import_module("onespeech.speech.transcribe")  # the module, not the function
+
+    class _BudgetIsTheEnd:  # no chunk reaches "the limit": a budget reached counts as the chunk's end here
+        MAX_NEW_TOKENS = object()
+
+    pipeline.Finish = _BudgetIsTheEnd
+
+
+def worker_talk(args: argparse.Namespace) -> dict:
+    from stage_times import StageTimes
+
+    from onespeech.speech import transcribe
+
+    _budget_is_the_end()
+    times = StageTimes()
+    with times.installed():
+        start = time.perf_counter()
+        document = transcribe(args.audio, args.asr, aligner=args.aligner, language=args.language,
+                              max_new_tokens=args.tokens, threads=args.threads, progress=False, vad=args.vad,
+                              precision=args.precision, speakers="auto")
+        seconds = time.perf_counter() - start
+    return {"seconds": seconds, "peak_rss": _peak_rss(), "duration": document.duration,
+            "segments": len(document.segments), "words": len(document.words),
+            "timed_words": sum(w.start is not None for w in document.words), "speakers": len(document.speakers),
+            "stages": dict(times.seconds), "counts": dict(times.counts), "tokens": times.tokens}
+
+
+def _decode_step(decoder, tokens: list[int], caches: list) -> list[int]:
+    """One greedy step of each sequence: the file path's single-sequence step, or the batched one."""
+    import numpy as np
+
+    from onespeech.kernels import ops
+
+    if len(caches) == 1:
+        hidden = decoder.forward(decoder.embed(np.array(tokens)), caches[0])
+        return [ops.argmax(decoder.logits(hidden[-1]))]
+    return [ops.argmax(row) for row in decoder.step_batch(tokens, caches)]
+
+
+def worker_decode(args: argparse.Namespace) -> dict:
+    """Decode steps of ``--batch`` sequences after a ``--prompt``-position prefill (see the module docstring)."""
+    import numpy as np
+
+    from onespeech.kernels.precision import Precision
+    from onespeech.kernels.threads import thread_limit
+    from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+
+    options = Qwen3Options(threads=args.threads, precision=Precision.parse(args.precision))
+    rec = Qwen3Recognizer.load(args.asr, options)
+    decoder = rec.decoder
+    # every decoder matrix and norm, and the tied embedding as output head; the runtime's
+    # head file repeats the embedding and is never read
+    weights = int(sum(rec._model[n].nbytes for n in rec._model
+                      if n.startswith("thinker.model.") and n != "thinker.lm_head.weight"))
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 150000, size=args.prompt)
+    capacity = args.prompt + args.tokens + 2
+    results = []
+    with thread_limit(args.threads):
+        first = decoder.new_cache(capacity)
+        decoder.forward(decoder.embed(ids), first)  # one real prefill; the other sequences copy its cache
+        for batch in args.batch:
+            caches = [decoder.new_cache(capacity) for _ in range(batch)]
+            for cache in caches:
+                np.copyto(cache.k, first.k)
+                np.copyto(cache.v, first.v)
+                cache.length = first.length
+            tokens = _decode_step(decoder, [int(ids[-1])] * batch, caches)  # warm-up: pages in the weights
+            before = copy_bandwidth(args.threads, rounds=5)  # the probe next to the steps, as loaded as they are
+            start = time.perf_counter()
+            for _ in range(args.tokens):
+                tokens = _decode_step(decoder, tokens, caches)
+            seconds = (time.perf_counter() - start) / args.tokens
+            after = copy_bandwidth(args.threads, rounds=5)
+            positions = range(args.prompt + 1, args.prompt + 1 + args.tokens)  # each step reads the keys so far
+            kv = sum(decoder.kv_bytes(p) for p in positions) / args.tokens * batch
+            results.append({"batch": batch, "step_s": seconds, "weights": weights, "kv": kv,
+                            "bandwidth": max(*before.values(), *after.values())})
+    rec.close()
+    return {"steps": results}
+
+
+def copy_bandwidth(threads: int, mib: int = 512, rounds: int = 10) -> dict[int, float]:
+    """Bytes read plus written per second by numpy copies of a buffer far larger than the caches.
+
+    For 1 and ``threads`` threads (each copying its share; numpy releases the GIL while
+    it copies), best of ``rounds``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    src = np.ones(mib << 18, np.float32)
+    dst = np.zeros_like(src)
+    best: dict[int, float] = {}
+    for n in sorted({1, threads}):
+        bounds = np.linspace(0, src.shape[0], n + 1).astype(int)
+        parts = list(zip(bounds[:-1], bounds[1:], strict=True))
+        with ThreadPoolExecutor(n) as pool:
+            times = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                list(pool.map(lambda ab: np.copyto(dst[ab[0]:ab[1]], src[ab[0]:ab[1]]), parts))
+                times.append(time.perf_counter() - start)
+        best[n] = 2 * src.nbytes / min(times)
+    return best
 
 
 def worker_reference(args: argparse.Namespace) -> dict:
@@ -187,8 +324,7 @@ def bench_memory(args: argparse.Namespace) -> None:
 
 def bench_full(args: argparse.Namespace) -> None:
     data = _shared_data()
-    asr = _checkpoint("asr-0.6b", "0.6b", "asr", data)
-    aligner = _checkpoint("aligner-0.6b", "0.6b", "aligner", data)
+    asr, aligner = _models(args, data)
     from onespeech.qwen3.runtime import load_model
 
     weights = {}
@@ -215,32 +351,164 @@ def bench_full(args: argparse.Namespace) -> None:
         print("reference: skipped (no --reference-python)")
 
 
+TALK_SPEAKER = "libri1272"  # an English reader (onespeech_tools.conversations.CLIPS)
+
+
+def _talk(data: Path, seconds: float, out: Path, seed: int = 0) -> Path:
+    """A talk of ``seconds`` of real speech with pauses (see the module docstring), as 16-bit WAV."""
+    import soundfile
+
+    from onespeech.features import load_audio, load_vad
+    from onespeech_tools.conversations import CLIPS, build_monologue, prepare_clip
+
+    vad_model = load_vad(data / "models" / "silero_vad.onnx")
+
+    def vad(pcm):  # speech regions in samples, as the conversation builders take them
+        return [(r.start, r.end) for r in vad_model.speech_regions(pcm) if r.end > r.start]
+
+    clip = prepare_clip(load_audio(data / "audio" / CLIPS[TALK_SPEAKER]), vad)
+    talk = build_monologue(clip, vad, TALK_SPEAKER, seed, seconds=(seconds, seconds))
+    soundfile.write(out, talk.pcm, SR, subtype="PCM_16")
+    return out
+
+
+def _supported(precisions: list[str]) -> list[str]:
+    """The precisions this build runs; a line for each one it does not."""
+    from onespeech.kernels.precision import Precision
+
+    kept = []
+    for name in precisions:
+        try:
+            kept.append(Precision.parse(name).value)
+        except ValueError as error:
+            print(f"{name}: skipped, this build has no such precision ({error})", flush=True)
+    return kept
+
+
+def _weights(directory: Path, precision: str, kind: str) -> int:
+    """Bytes of a model's runtime files at ``precision`` (converted first if needed, outside any measurement)."""
+    from onespeech.qwen3.runtime import ensure_runtime
+
+    runtime = ensure_runtime(directory, precision, kind=kind)
+    return sum(f.stat().st_size for f in runtime.glob(f"{precision}-*.ost"))
+
+
+def _machine() -> str:
+    import platform
+
+    model = platform.processor() or "unknown CPU"
+    flags: set[str] = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name") and model == (platform.processor() or "unknown CPU"):
+            model = line.split(":", 1)[1].strip()
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+    load = os.getloadavg()
+    return (f"{model}; {', '.join(f for f in wanted if f in flags) or 'no AVX2'}; {os.cpu_count()} CPUs; "
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def _models(args: argparse.Namespace, data: Path) -> tuple[Path, Path]:
+    asr = Path(args.asr) if args.asr else _checkpoint("asr-0.6b", "0.6b", "asr", data)
+    aligner = Path(args.aligner) if args.aligner else _checkpoint("aligner-0.6b", "0.6b", "aligner", data)
+    return asr, aligner
+
+
+def bench_talk(args: argparse.Namespace) -> None:
+    data = _shared_data()
+    asr, aligner = _models(args, data)
+    vad = data / "models" / "silero_vad.onnx"
+    os.environ.setdefault("ONESPEECH_SPEAKER_MODEL", str(data / "models" / "resemblyzer_pretrained.pt"))
+    print(f"machine: {_machine()}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        audio = _talk(data, args.seconds, Path(tmp) / "talk.wav")
+        for precision in _supported(args.precisions):
+            weights = {"ASR": _weights(asr, precision, "asr"), "aligner": _weights(aligner, precision, "aligner")}
+            runs = [_run_worker(sys.executable, "talk", audio=audio, asr=asr, aligner=aligner, tokens=args.tokens,
+                                threads=args.threads, language="English", vad=vad, precision=precision)
+                    for _ in range(args.repeats)]
+            runs.sort(key=lambda r: r["seconds"])
+            result = runs[len(runs) // 2]  # the median run, its stages with it
+            largest = max(weights.values())
+            chunks = result["counts"].get("prefills", 0)
+            each = ", ".join(f"{r['seconds']:.1f}" for r in runs)
+            print(f"\n{precision}: {result['seconds']:.1f} s for {result['duration']:.1f} s of audio, "
+                  f"RTF {result['seconds'] / result['duration']:.3f} (median of {len(runs)}: "
+                  f"{each} s); {chunks} chunks, {result['tokens']} tokens "
+                  f"({result['tokens'] / max(chunks, 1):.1f} per chunk), {result['segments']} segments, "
+                  f"{result['timed_words']}/{result['words']} words timed, {result['speakers']} speakers", flush=True)
+            stages = result["stages"]
+            other = result["seconds"] - sum(stages.values())
+            for stage in (*STAGES, "other"):
+                value = other if stage == "other" else stages.get(stage, 0.0)
+                print(f"  {stage:<9}{value:8.1f} s {value / result['seconds']:6.1%}   RTF {value / result['duration']:.3f}")
+            print(f"  peak RSS {_mb(result['peak_rss'])} = {result['peak_rss'] / largest:.3f} x the larger model's "
+                  f"{precision} weights (ASR {_mb(weights['ASR'])}, aligner {_mb(weights['aligner'])}; "
+                  "the spec: at most 1.15)", flush=True)
+
+
+def bench_decode(args: argparse.Namespace) -> None:
+    data = _shared_data()
+    asr, _ = _models(args, data)
+    print(f"machine: {_machine()}", flush=True)
+    bandwidth = copy_bandwidth(args.threads)
+    print("copy bandwidth (numpy, 512 MiB, best of 10, bytes read + written): "
+          + ", ".join(f"{n} thread{'s' * (n > 1)} {b / 1e9:.1f} GB/s" for n, b in bandwidth.items()), flush=True)
+    for precision in _supported(args.precisions):
+        _weights(asr, precision, "asr")
+        result = _run_worker(sys.executable, "decode", asr=asr, tokens=args.tokens, threads=args.threads,
+                             precision=precision, batch=",".join(map(str, args.batch)), prompt=args.prompt)
+        for row in result["steps"]:
+            step = row["weights"] + row["kv"]
+            achieved = step / row["step_s"]
+            print(f"{precision} batch {row['batch']}: {row['step_s'] * 1e3:.1f} ms per step "
+                  f"({row['step_s'] / row['batch'] * 1e3:.1f} ms per token); reads {step / 2**20:,.0f} MiB per step "
+                  f"(weights {row['weights'] / 2**20:,.0f} MiB, KV {row['kv'] / 2**20:,.0f} MiB) = "
+                  f"{achieved / 1e9:.2f} GB/s = {achieved / row['bandwidth']:.0%} of the copy bandwidth probed "
+                  f"around the steps ({row['bandwidth'] / 1e9:.1f} GB/s; bound {step / row['bandwidth'] * 1e3:.1f} "
+                  f"ms per step; target at least 75%)", flush=True)
+
+
+WORKERS = {"ours": worker_ours, "reference": worker_reference, "talk": worker_talk, "decode": worker_decode}
+MODES = {"memory": bench_memory, "full": bench_full, "talk": bench_talk, "decode": bench_decode}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", choices=("memory", "full"), default="memory")
+    parser.add_argument("mode", nargs="?", choices=tuple(MODES), default="memory")
     parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 60.0])
     parser.add_argument("--cases", nargs="+", choices=tuple(CASES), default=list(CASES),
                         help="memory: how speech and silence alternate in the clip")
-    parser.add_argument("--tokens", type=int, default=None, help="token budget per chunk (memory 64, full 32)")
+    parser.add_argument("--tokens", type=int, default=None,
+                        help="token budget per chunk (memory 64, full 32, talk 100), decode: steps timed (100)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--clip", default="jfk.flac")
     parser.add_argument("--ending", action="store_true",
                         help="memory: the tiny ASR whose answers end (text length varies per chunk)")
     parser.add_argument("--reference-python", default=os.environ.get("ONESPEECH_REF_PYTHON"),
                         help="interpreter with the reference toolkit (default $ONESPEECH_REF_PYTHON; none: skipped)")
-    parser.add_argument("--worker", choices=("ours", "reference"))
-    for name in ("audio", "asr", "aligner", "language", "vad"):
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16", "int8"],
+                        help="talk, decode: the precisions to run (one this build lacks is skipped)")
+    parser.add_argument("--seconds", type=float, default=300.0, help="talk: length of the talk")
+    parser.add_argument("--repeats", type=int, default=1, help="talk: runs per precision (the median is shown)")
+    parser.add_argument("--batch", type=lambda v: [int(b) for b in v.split(",")], default=[1, 4],
+                        help="decode: sequences decoded together, comma-separated (default 1,4)")
+    parser.add_argument("--prompt", type=int, default=400, help="decode: prompt positions before the steps")
+    parser.add_argument("--worker", choices=tuple(WORKERS))
+    for name in ("audio", "asr", "aligner", "language", "vad", "precision"):
         parser.add_argument(f"--{name}")
     args = parser.parse_args()
     if args.worker:
         args.tokens = int(args.tokens)
-        print(json.dumps(worker_ours(args) if args.worker == "ours" else worker_reference(args)))
+        print(json.dumps(WORKERS[args.worker](args)))
         return 0
     if args.tokens is None:
-        args.tokens = 64 if args.mode == "memory" else 32
+        args.tokens = {"memory": 64, "full": 32}.get(args.mode, 100)
     sys.path[:0] = source_paths("tokenizer", "kernels", "features", "qwen3", "align", "speech") + [str(ROOT / "tools")]
     require_compiled_kernels()
-    (bench_memory if args.mode == "memory" else bench_full)(args)
+    MODES[args.mode](args)
     return 0
 
 
