@@ -23,7 +23,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,35 +31,11 @@ sys.path.insert(0, str(HERE))
 from source_tree import require_compiled_kernels, source_paths  # noqa: E402
 
 sys.path[:0] = source_paths("tokenizer", "kernels", "features", "qwen3")
+sys.path.insert(0, str(ROOT / "tools"))  # onespeech_tools when not installed
 import onespeech.kernels  # noqa: E402,F401,I001  (sets OPENBLAS_THREAD_TIMEOUT unless set)
 import numpy as np  # noqa: E402
-from bench_asr import DEFAULT_CHECKPOINT, LANGUAGE, _clips, _prepare_checkpoint  # noqa: E402
-
-
-class _DecodeBlock:
-    """One precision's decoder after its prompt, ready to time blocks of forced steps."""
-
-    def __init__(self, rec, pcm: np.ndarray, tokens: int) -> None:
-        from onespeech.kernels import ops
-
-        self._ops, self._dec = ops, rec.decoder
-        chunk = rec.recognize(pcm, LANGUAGE, tokens + 1, min_new_tokens=tokens + 1)
-        prompt = chunk.prompt
-        embeds = self._dec.embed(prompt.ids)
-        embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = chunk.audio_embeds
-        self._ids = chunk.generation.ids[:tokens]
-        self._cache = self._dec.cache_for(embeds.shape[0] + tokens)
-        self._dec.forward(embeds, self._cache)
-        self._start = self._cache.length
-
-    def ms_per_token(self) -> float:
-        dec, cache, ops = self._dec, self._cache, self._ops
-        cache.length = self._start  # the same positions again: rows are overwritten
-        t0 = time.perf_counter()
-        for token in self._ids:
-            hidden = dec.forward(dec.embed(np.array([token])), cache)
-            ops.argmax(dec.logits(hidden[-1]))
-        return (time.perf_counter() - t0) / len(self._ids) * 1e3
+from bench_asr import DEFAULT_CHECKPOINT, _clips, _prepare_checkpoint  # noqa: E402
+from onespeech_tools.decode_rate import DecodeBlock  # noqa: E402
 
 
 def main() -> int:
@@ -90,7 +65,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench_decode_pair_") as tmp, thread_limit(args.threads):
         for label, path in _clips(Path(tmp)).items():
             pcm = np.load(path)
-            blocks = {p: _DecodeBlock(rec, pcm, args.tokens) for p, rec in recs.items()}
+            blocks = {p: DecodeBlock(rec, pcm, args.tokens) for p, rec in recs.items()}
             for block in blocks.values():  # warm-up: page in the weights
                 block.ms_per_token()
             times: dict[str, list[float]] = {"bf16": [], "fp32": []}
