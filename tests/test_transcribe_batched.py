@@ -113,3 +113,19 @@ def alone_documents(runtime_dirs, vad_path):  # type: ignore[no-untyped-def]
         return cache[path]
 
     return get
+
+
+@pytest.mark.parametrize("name", ["decode_batch", "decode_memory_mb"])
+@pytest.mark.parametrize("value", [0, -1, True, 2.0, "8", None])
+def test_bad_batch_bounds_are_refused_naming_the_option(name: str, value: object) -> None:
+    from onespeech.speech import TranscribeOptions
+
+    with pytest.raises(ValueError, match=f"{name}={value!r} is invalid; expected an int >= 1"):
+        TranscribeOptions(**{name: value})  # type: ignore[arg-type]
+
+
+def test_batch_bounds_change_no_output_so_no_record_keeps_them() -> None:
+    from onespeech.speech import TranscribeOptions
+
+    record = TranscribeOptions(decode_batch=3, decode_memory_mb=64).record()
+    assert "decode_batch" not in record and "decode_memory_mb" not in record
