@@ -206,6 +206,9 @@ class BatchDecoder:
         """
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid; expected an int >= 1")
+        if decoder is not None and decoder.kv_bytes(1) != self.decoder.kv_bytes(1):
+            raise ValueError("the prefill decoder's caches differ from the batch's (another model or precision); "
+                             "give a decoder over the same weights in the same precision")
         capacity = embeds.shape[0] + max_new_tokens
         reserved = self.decoder.kv_bytes(capacity)
         with self._lock:
