@@ -271,3 +271,14 @@ def test_threads_share_one_batch_and_each_gets_its_own_bits(ending_checkpoint) -
     for i, w in enumerate(want):
         _assert_generation(got[i], w)
     assert batch.shared_steps > 0, "the two callers never decoded in one step"
+
+
+def test_a_prefill_decoder_of_another_precision_is_refused(ending_checkpoint) -> None:
+    with Qwen3Recognizer.load(ending_checkpoint, precision="fp32", threads=1, max_new_tokens=LIMIT) as rec, \
+            Qwen3Recognizer.load(ending_checkpoint, precision="bf16", threads=1, max_new_tokens=LIMIT) as other:
+        batch = rec.batch_decoder()
+        with pytest.raises(ValueError, match="another model or precision"):
+            batch.join(other.chunk_prompt(tone(1.0, 0)), LIMIT, decoder=other.decoder)
+        with pytest.raises(ValueError, match="max_new_tokens=0"):
+            batch.join(rec.chunk_prompt(tone(1.0, 0)), 0)
+        assert len(batch) == 0
