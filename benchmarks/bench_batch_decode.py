@@ -14,6 +14,16 @@ sequences. Blocks of every row alternate within a round, so drift falls on all;
 printed: the median tokens/s over the rounds and its ratio to the one-at-a-time
 median of the same run. Every batched row is checked bit-identical to the same
 sequence decoded alone, once, before timing.
+
+    python benchmarks/bench_batch_decode.py --transcribe AUDIO --asr DIR --vad silero_vad.onnx
+        [--tokens 100] [--rounds 3] [--threads 2] [--precision fp32]
+
+``--transcribe``: the file path end to end on a model directory (``transcribe`` of
+AUDIO, recognition only: no aligner, no speakers), its chunks decoded one at a time
+(``decode_batch=1``) and together (the default ``decode_batch``), in alternating
+rounds on one recognizer per mode, loaded before timing (``keep_loaded``). ``--tokens`` is every chunk's token budget and is counted as its end (a
+random checkpoint's answers never end). Printed: each mode's median seconds and
+the ratio; the two Documents must be identical.
 """
 
 from __future__ import annotations
@@ -85,6 +95,50 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _bench_transcribe(args: argparse.Namespace) -> int:
+    sys.path[:0] = source_paths("align", "speech")
+    import importlib
+
+    from onespeech.kernels import describe
+    from onespeech.speech import Transcriber
+
+    pipeline = importlib.import_module("onespeech.speech.transcribe")
+
+    class _BudgetIsTheEnd:  # a chunk that reaches the budget counts as ended (random weights never end)
+        MAX_NEW_TOKENS = object()
+
+    pipeline.Finish = _BudgetIsTheEnd
+    precision = args.precision[0]
+    common = dict(aligner=None, speakers=False, threads=args.threads, max_new_tokens=args.tokens, vad=args.vad,
+                  precision=precision, progress=False, keep_loaded=True)
+    modes = {"one at a time": Transcriber(args.asr, decode_batch=1, **common), "batched": Transcriber(args.asr, **common)}
+    print(f"# {describe()}; {args.transcribe}, {precision}, {args.tokens} tokens per chunk, {args.rounds} rounds, "
+          f"{args.threads} threads")
+    try:
+        for t in modes.values():
+            t.recognizer()  # loaded before timing (keep_loaded)
+        documents = {}
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
+        for round_ in range(args.rounds):
+            for mode, t in modes.items():
+                start = time.perf_counter()
+                documents[mode] = t.transcribe(args.transcribe)
+                times[mode].append(time.perf_counter() - start)
+                print(f"# round {round_ + 1} {mode}: {times[mode][-1]:.1f} s", flush=True)
+        if len({d.to_json() for d in documents.values()}) != 1:
+            sys.exit("the batched Document differs from the one-at-a-time Document")
+    finally:
+        for t in modes.values():
+            t.close()
+    chunks = len(next(iter(documents.values())).segments)
+    base = statistics.median(times["one at a time"])
+    for mode, seconds in times.items():
+        median = statistics.median(seconds)
+        print(f"{mode:<16}{median:>8.1f} s  x{base / median:.2f} ({chunks} segments; rounds: "
+              f"{', '.join(f'{x:.1f}' for x in seconds)})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=("tiny", "0.6b"), default="tiny")
@@ -94,7 +148,15 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=16, help="decode steps per timed block")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--transcribe", metavar="AUDIO", help="time the file path on AUDIO (see above)")
+    parser.add_argument("--asr", help="--transcribe: the ASR model directory")
+    parser.add_argument("--vad", help="--transcribe: silero_vad.onnx")
     args = parser.parse_args()
+    if args.transcribe:
+        if not args.asr or not args.vad:
+            parser.error("--transcribe needs --asr and --vad")
+        require_compiled_kernels()
+        return _bench_transcribe(args)
     if min(args.batch) < 1 or args.tokens < 1 or args.rounds < 1 or args.prompt < 1:
         parser.error("--batch, --tokens, --rounds and --prompt must be at least 1")
     require_compiled_kernels()

@@ -79,7 +79,8 @@ def test_every_numeric_option_is_validated() -> None:
     flags = {str(option) for option in NUMERIC}
     assert {"serve --max-upload-mb", "serve --port", "serve --read-timeout", "serve --idle-timeout",
             "serve --max-audio-seconds", "batch --workers", "transcribe --threads",
-            "transcribe --max-new-tokens"} <= flags
+            "transcribe --max-new-tokens", "transcribe --decode-batch", "transcribe --decode-memory-mb",
+            "batch --decode-batch", "serve --decode-batch"} <= flags
     for verb, action in _walk(build_parser(), ()):
         assert action.type not in (int, float), f"{' '.join(verb)} {action.option_strings}: bare {action.type}"
 

@@ -173,3 +173,112 @@ def test_bad_chunks_and_limits_are_refused(ending_checkpoint) -> None:
         with pytest.raises(ValueError, match="one cache was given twice"):
             cache = rec.decoder.new_cache(4)
             rec.decoder.step_batch([1, 2], [cache, cache])
+
+
+def _prompts(rec: Qwen3Recognizer) -> list[np.ndarray]:
+    return [rec.chunk_prompt(tone(*c)) for c in CHUNKS]
+
+
+def _generations_alone(rec: Qwen3Recognizer, prompts: list[np.ndarray]) -> list:  # type: ignore[type-arg]
+    with thread_limit(rec.options.threads):
+        return [rec.decoder.generate(p, LIMIT, rec.config.eos_token_ids, keep_logits=True) for p in prompts]
+
+
+def _assert_generation(got, want) -> None:  # type: ignore[no-untyped-def]
+    assert got.ids == want.ids and got.finished == want.finished
+    assert all(np.array_equal(_bits(x), _bits(y)) for x, y in zip(got.logits, want.logits, strict=True))
+
+
+def test_sequences_join_a_running_batch_and_leave_it(ending_checkpoint) -> None:
+    with Qwen3Recognizer.load(ending_checkpoint, precision="fp32", threads=1, max_new_tokens=LIMIT) as rec:
+        prompts = _prompts(rec)
+        want = _generations_alone(rec, prompts)
+        batch = rec.batch_decoder(BatchLimits(max_batch=3))
+        sequences = []
+        with thread_limit(1):
+            for i, p in enumerate(prompts):
+                while (seq := batch.join(p, LIMIT, key=i, keep_logits=True)) is None:
+                    before = len(batch)
+                    left = batch.step()
+                    assert len(batch) == before - len(left)  # the ones that ended left at this step
+                sequences.append(seq)
+                batch.step()  # every new sequence joins a batch that has already run
+            while len(batch):
+                batch.step()
+        assert batch.steps > 0 and batch.shared_steps == 0  # one owner
+        for seq, w in zip(sequences, want, strict=True):
+            _assert_generation(seq.result(), w)
+            assert seq.cache.capacity == 0  # the cache was dropped when it left
+
+
+def test_a_cancelled_sequence_leaves_and_the_others_continue(ending_checkpoint) -> None:
+    import threading
+
+    from onespeech.qwen3 import RecognitionCancelledError
+
+    with Qwen3Recognizer.load(ending_checkpoint, precision="fp32", threads=1, max_new_tokens=LIMIT) as rec:
+        prompts = _prompts(rec)[:3]
+        want = _generations_alone(rec, prompts)
+        batch = rec.batch_decoder()
+        stop = threading.Event()
+        with thread_limit(1):
+            seqs = [batch.join(p, LIMIT, keep_logits=True, cancel=stop if i == 1 else None)
+                    for i, p in enumerate(prompts)]
+            assert all(s is not None and not s.done for s in seqs)
+            batch.step()
+            stop.set()
+            left = batch.step()
+            assert seqs[1] in left and isinstance(seqs[1].error, RecognitionCancelledError)
+            with pytest.raises(RecognitionCancelledError):
+                seqs[1].result()
+            while len(batch):
+                batch.step()
+    _assert_generation(seqs[0].result(), want[0])
+    _assert_generation(seqs[2].result(), want[2])
+
+
+def test_threads_share_one_batch_and_each_gets_its_own_bits(ending_checkpoint) -> None:
+    import threading
+
+    with Qwen3Recognizer.load(ending_checkpoint, precision="fp32", threads=1, max_new_tokens=LIMIT) as rec:
+        prompts = _prompts(rec)
+        want = _generations_alone(rec, prompts)
+        batch = rec.batch_decoder(BatchLimits(max_batch=4))
+        got: dict[int, object] = {}
+        errors: list[BaseException] = []
+
+        def run(indices: list[int]) -> None:
+            # each caller joins its own sequences (stepping while the batch is full), then steps until they end
+            try:
+                with thread_limit(1):
+                    mine = []
+                    for i in indices:
+                        while (seq := batch.join(prompts[i], LIMIT, key=i, owner=indices, keep_logits=True)) is None:
+                            batch.step()
+                        mine.append(seq)
+                    while not all(s.done for s in mine):
+                        batch.step()
+                    got.update({s.key: s.result() for s in mine})
+            except BaseException as error:  # noqa: BLE001 - reported by the test below
+                errors.append(error)
+
+        threads = [threading.Thread(target=run, args=(idx,)) for idx in ([0, 2, 4, 6], [1, 3, 5])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    assert not errors
+    for i, w in enumerate(want):
+        _assert_generation(got[i], w)
+    assert batch.shared_steps > 0, "the two callers never decoded in one step"
+
+
+def test_a_prefill_decoder_of_another_precision_is_refused(ending_checkpoint) -> None:
+    with Qwen3Recognizer.load(ending_checkpoint, precision="fp32", threads=1, max_new_tokens=LIMIT) as rec, \
+            Qwen3Recognizer.load(ending_checkpoint, precision="bf16", threads=1, max_new_tokens=LIMIT) as other:
+        batch = rec.batch_decoder()
+        with pytest.raises(ValueError, match="another model or precision"):
+            batch.join(other.chunk_prompt(tone(1.0, 0)), LIMIT, decoder=other.decoder)
+        with pytest.raises(ValueError, match="max_new_tokens=0"):
+            batch.join(rec.chunk_prompt(tone(1.0, 0)), 0)
+        assert len(batch) == 0

@@ -13,6 +13,7 @@ embeddings, one causal decoder pass), the unit rules (:func:`written_units`,
 from onespeech.kernels.precision import Precision
 from onespeech.qwen3 import models as _models  # noqa: F401 - registers the asr and aligner kinds
 from onespeech.qwen3.backbone import Qwen3Backbone
+from onespeech.qwen3.batch_decode import BatchDecoder, BatchLimits, DecodeSequence
 from onespeech.qwen3.config import Qwen3Config, load_config
 from onespeech.qwen3.errors import (
     ConfigError,
@@ -34,9 +35,12 @@ from onespeech.qwen3.units import WrittenUnit, spoken_units, written_units
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchDecoder",
+    "BatchLimits",
     "ConfigError",
     "ContextError",
     "ConversionError",
+    "DecodeSequence",
     "Finish",
     "Languages",
     "MaxNewTokensError",

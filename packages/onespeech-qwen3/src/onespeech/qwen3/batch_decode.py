@@ -13,8 +13,14 @@ at the following step, while the batch stays within its bounds:
   one sequence always runs, even one whose cache alone is larger.
 - ``max_batch``: at most this many live sequences.
 
-Prompts are taken from the iterable only when they can join, so a caller can
-compute each one (the encoder's pass over a chunk) just in time.
+`BatchDecoder` is the decode loop: `BatchDecoder.join` prefills a prompt into
+the batch once it fits, `BatchDecoder.step` advances every live sequence by one
+token, and each sequence says when it is done (`DecodeSequence.generation`).
+Sequences can join and leave between any two steps, so a caller can compute
+each prompt (the encoder's pass over a chunk) just in time, and several callers
+(threads: the server's requests) can share one batch, each driving steps while
+it waits for its own sequences (continuous batching). `generate_batch` is that
+loop over an iterable of prompts.
 
 Why the bits equal decoding alone: every operation a step applies to a row is
 the one-row path's, in its summation order (see `ops.linear_rows`); the
@@ -24,33 +30,22 @@ prefill, the first logits and the greedy choice (end ids masked from the first
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from onespeech.kernels import ops
-from onespeech.kernels.cancel import Cancel
+from onespeech.kernels.cancel import Cancel, is_cancelled
 from onespeech.qwen3.decoder import Generation, KVCache, Qwen3Decoder
-from onespeech.qwen3.errors import raise_if_cancelled
+from onespeech.qwen3.errors import RecognitionCancelledError, raise_if_cancelled
 
 # live sequences' caches counted at full capacity: 1 GiB holds about four 30 s
 # chunks of the 0.6B model in FP32 with max_new_tokens=512 (~0.23 MB per
 # position), nine in BF16
 DEFAULT_KV_BUDGET_BYTES = 1 << 30
 DEFAULT_MAX_BATCH = 8
-
-
-@dataclass
-class _Sequence:
-    """One prompt's decoding state while it is in the batch."""
-
-    index: int
-    cache: KVCache
-    logits: np.ndarray
-    first: np.ndarray | None
-    kept: list[np.ndarray] | None
-    ids: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -76,6 +71,256 @@ class BatchLimits:
                 raise ValueError(f"{name}={value!r} is invalid; expected an int >= 1")
 
 
+@dataclass(eq=False)
+class DecodeSequence:
+    """One prompt's greedy decoding in a `BatchDecoder`.
+
+    Attributes
+    ----------
+    key : object
+        The caller's label (a chunk index, a request), returned untouched.
+    generation : Generation | None
+        Set once the sequence is done: equal bit for bit (ids, ``finished``, kept
+        logits) to ``Qwen3Decoder.generate`` of its prompt alone.
+    error : BaseException | None
+        Set instead if it left the batch without a result: its ``cancel`` was set
+        (``RecognitionCancelledError``), or a step failed.
+    """
+
+    key: object
+    cache: KVCache
+    logits: np.ndarray
+    max_new_tokens: int
+    min_new_tokens: int
+    cancel: Cancel
+    first: np.ndarray | None
+    kept: list[np.ndarray] | None
+    ids: list[int] = field(default_factory=list)
+    generation: Generation | None = None
+    error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        """The sequence left the batch (``generation`` or ``error`` is set)."""
+        return self.generation is not None or self.error is not None
+
+    def result(self) -> Generation:
+        """The generation of a done sequence; raises its ``error`` if it has one."""
+        if self.error is not None:
+            raise self.error
+        if self.generation is None:
+            raise RuntimeError("this sequence is still decoding; step the batch until it is done")
+        return self.generation
+
+
+class BatchDecoder:
+    """The decode loop: sequences join between steps, each step advances all of them.
+
+    Thread-safe: ``join``, ``step`` and ``discard`` may be called from several
+    threads sharing one batch; steps run one at a time (a sequence that joins
+    during a step joins at the next one), and whichever caller calls ``step``
+    advances every live sequence, its own and the others'.
+
+    Parameters
+    ----------
+    decoder : Qwen3Decoder
+        Runs every step (and each prefill).
+    eos_ids : iterable of int
+        End ids of every sequence.
+    limits : BatchLimits, optional
+        The memory and size bounds (defaults: `BatchLimits()`).
+
+    Attributes
+    ----------
+    steps : int
+        Decode steps run so far.
+    shared_steps : int
+        Steps that advanced sequences of more than one owner (``join(owner=...)``).
+    """
+
+    def __init__(self, decoder: Qwen3Decoder, eos_ids: Iterable[int], limits: BatchLimits | None = None) -> None:
+        self.decoder = decoder
+        self.limits = limits if limits is not None else BatchLimits()
+        self._eos = set(int(i) for i in eos_ids)
+        self._eos_rows = np.array(sorted(self._eos), dtype=np.int64)
+        self._live: list[DecodeSequence] = []
+        self._owners: dict[int, object] = {}  # id(sequence) -> owner, for shared_steps
+        self._reserved = 0  # bytes of caches being prefilled outside the lock
+        self._joining = 0
+        self._lock = threading.Lock()  # the live list and the reservations
+        self._step_lock = threading.Lock()  # one step at a time
+        self._changed = threading.Condition(self._lock)
+        self.steps = 0
+        self.shared_steps = 0
+
+    def __len__(self) -> int:
+        """Live sequences (decoding, not yet done)."""
+        with self._lock:
+            return len(self._live)
+
+    def _room(self, capacity: int) -> bool:
+        count = len(self._live) + self._joining
+        if count == 0:
+            return True  # one sequence always runs
+        if count >= self.limits.max_batch:
+            return False
+        used = sum(self.decoder.kv_bytes(s.cache.capacity) for s in self._live) + self._reserved
+        return used + self.decoder.kv_bytes(capacity) <= self.limits.kv_budget_bytes
+
+    def join(
+        self,
+        embeds: np.ndarray,
+        max_new_tokens: int,
+        *,
+        key: object = None,
+        owner: object = None,
+        cancel: Cancel = None,
+        keep_first_logits: bool = False,
+        keep_logits: bool = False,
+        min_new_tokens: int = 0,
+        decoder: Qwen3Decoder | None = None,
+    ) -> DecodeSequence | None:
+        """Prefill a prompt and add it to the batch, if it fits now; None if it does not.
+
+        The prompt runs alone into a cache of its own (capacity: prompt +
+        ``max_new_tokens`` positions) and takes its first choice, as
+        ``Qwen3Decoder.generate`` starts; a sequence whose first choice ends it is
+        returned done and never joins. Otherwise it decodes from the next step on.
+        When None is returned, ``step`` until a sequence leaves, then try again.
+
+        Parameters
+        ----------
+        embeds : ndarray[float32], shape (n_prompt, hidden_size)
+        max_new_tokens : int >= 1
+        key, owner : object
+            The caller's labels: ``key`` is kept on the sequence; sequences of
+            different ``owner`` in one step count as a shared step.
+        cancel : threading.Event-like, callable or None
+            This sequence's signal: checked during its prefill and before each
+            step (a set signal makes it leave with ``RecognitionCancelledError``).
+        keep_first_logits, keep_logits, min_new_tokens
+            As for ``Qwen3Decoder.generate``.
+        decoder : Qwen3Decoder, optional
+            Runs the prefill instead of the batch's decoder (another instance over
+            the same weights, e.g. another server worker's).
+        """
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid; expected an int >= 1")
+        if decoder is not None and decoder.kv_bytes(1) != self.decoder.kv_bytes(1):
+            raise ValueError("the prefill decoder's caches differ from the batch's (another model or precision); "
+                             "give a decoder over the same weights in the same precision")
+        capacity = embeds.shape[0] + max_new_tokens
+        reserved = self.decoder.kv_bytes(capacity)
+        with self._lock:
+            if not self._room(capacity):
+                return None
+            self._reserved += reserved
+            self._joining += 1
+        try:
+            raise_if_cancelled(cancel)
+            seq = _prefill(decoder or self.decoder, embeds, key, capacity, max_new_tokens, min_new_tokens, cancel,
+                           keep_first_logits, keep_logits)
+            ended = self._choose(seq)
+        finally:
+            with self._lock:
+                self._reserved -= reserved
+                self._joining -= 1
+                self._changed.notify_all()
+        if not ended:
+            with self._lock:
+                self._live.append(seq)
+                self._owners[id(seq)] = owner
+                self._changed.notify_all()
+        return seq
+
+    def step(self, timeout: float = 0.05) -> list[DecodeSequence]:
+        """Advance every live sequence by one token; the sequences that left the batch.
+
+        With no live sequence (another caller's may be joining), waits up to
+        ``timeout`` seconds for one and returns []. Sequences whose ``cancel`` is
+        set leave first, with ``RecognitionCancelledError``. If the step itself
+        fails, every sequence in it leaves with that error, which is raised.
+        """
+        with self._step_lock:
+            with self._lock:
+                if not self._live:
+                    self._changed.wait(timeout)
+                    return []
+                left = [s for s in self._live if is_cancelled(s.cancel)]
+                for seq in left:
+                    seq.error = RecognitionCancelledError("recognition was cancelled by the caller's signal")
+                live = [s for s in self._live if s.error is None]
+                owners = {id(self._owners[id(s)]) for s in live}
+            if live:
+                try:
+                    logits = self.decoder.step_batch([s.ids[-1] for s in live], [s.cache for s in live],
+                                                     _all_cancelled(live))
+                except BaseException as error:
+                    with self._lock:
+                        for seq in live:
+                            seq.error = error
+                        self._drop(live)
+                    raise
+                self.steps += 1
+                self.shared_steps += len(owners) > 1
+                for row, seq in enumerate(live):
+                    seq.logits = logits[row]
+                    if self._choose(seq):
+                        left.append(seq)
+            with self._lock:
+                self._drop(left)  # finished sequences drop their caches here
+            return left
+
+    def discard(self, sequences: Iterable[DecodeSequence]) -> None:
+        """Take these sequences out of the batch unfinished (their caller gave up on them)."""
+        with self._step_lock, self._lock:
+            self._drop([s for s in sequences if not s.done])
+
+    def _drop(self, sequences: list[DecodeSequence]) -> None:
+        gone = {id(s) for s in sequences}
+        self._live = [s for s in self._live if id(s) not in gone]
+        for key in gone:
+            self._owners.pop(key, None)
+        for seq in sequences:
+            seq.cache = _RELEASED
+        self._changed.notify_all()
+
+    def _choose(self, seq: DecodeSequence) -> bool:
+        """`generate`'s greedy choice from ``seq.logits``; True (and the result set) if the sequence ended."""
+        logits = seq.logits
+        if seq.kept is not None:
+            seq.kept.append(logits.copy())
+        if len(seq.ids) < seq.min_new_tokens and self._eos_rows.size:
+            logits[self._eos_rows] = -np.inf
+        token = ops.argmax(logits)
+        kept = None if seq.kept is None else tuple(seq.kept)
+        if token in self._eos:
+            seq.generation = Generation(seq.ids, True, seq.first, kept)
+            return True
+        seq.ids.append(token)
+        if len(seq.ids) >= seq.max_new_tokens:
+            seq.generation = Generation(seq.ids, False, seq.first, kept)
+            return True
+        return False
+
+
+class _Released(KVCache):
+    """The cache of a sequence that left the batch (its memory is freed)."""
+
+    def __init__(self) -> None:
+        self.capacity = 0
+        self.length = 0
+
+
+_RELEASED = _Released()
+
+
+def _all_cancelled(live: list[DecodeSequence]) -> Cancel:
+    # a step stops between layers only when every sequence in it is cancelled: the
+    # others' steps must complete (they leave at the next step otherwise)
+    return lambda: all(is_cancelled(s.cancel) for s in live)
+
+
 def generate_batch(
     decoder: Qwen3Decoder,
     prompts: Iterable[np.ndarray],
@@ -88,13 +333,13 @@ def generate_batch(
     keep_logits: bool = False,
     min_new_tokens: int = 0,
 ) -> list[Generation]:
-    """`Qwen3Decoder.generate` of every prompt, the live ones decoded together.
+    """`Qwen3Decoder.generate` of every prompt, the live ones decoded together (a `BatchDecoder`).
 
     Parameters
     ----------
     decoder : Qwen3Decoder
     prompts : iterable of ndarray[float32], shape (n_prompt_i, hidden_size)
-        Prompt embeddings, taken one at a time when the prompt can join the batch.
+        Prompt embeddings, taken one at a time when the previous one has joined.
     max_new_tokens, eos_ids, cancel, keep_first_logits, min_new_tokens
         As for `Qwen3Decoder.generate`, the same for every prompt.
     limits : BatchLimits, optional
@@ -109,86 +354,51 @@ def generate_batch(
     """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid; expected an int >= 1")
-    limits = limits if limits is not None else BatchLimits()
-    eos = set(int(i) for i in eos_ids)
-    eos_rows = np.array(sorted(eos), dtype=np.int64)
-    results: dict[int, Generation] = {}
-    live: list[_Sequence] = []
-    source: Iterator[np.ndarray] = iter(prompts)
-    waiting: np.ndarray | None = None
-    taken = 0
-    exhausted = False
-
-    def used() -> int:
-        return sum(decoder.kv_bytes(s.cache.capacity) for s in live)
-
-    while True:
-        # admit waiting prompts while they fit (one always runs)
-        while not exhausted and len(live) < limits.max_batch:
-            if waiting is None:
-                raise_if_cancelled(cancel)
-                waiting = next(source, None)
-                if waiting is None:
-                    exhausted = True
+    batch = BatchDecoder(decoder, eos_ids, limits)
+    sequences: list[DecodeSequence] = []
+    try:
+        for index, embeds in enumerate(_checked(prompts, cancel)):
+            while True:
+                seq = batch.join(embeds, max_new_tokens, key=index, cancel=cancel, min_new_tokens=min_new_tokens,
+                                 keep_first_logits=keep_first_logits, keep_logits=keep_logits)
+                if seq is not None:
                     break
-            capacity = waiting.shape[0] + max_new_tokens
-            if live and used() + decoder.kv_bytes(capacity) > limits.kv_budget_bytes:
-                break
-            seq = _prefill(decoder, waiting, taken, capacity, cancel, keep_first_logits, keep_logits)
-            waiting, taken = None, taken + 1
-            if not _choose(seq, eos, eos_rows, min_new_tokens, max_new_tokens, results):
-                live.append(seq)
-        if not live:
-            break
+                _step(batch)
+            sequences.append(seq)
+        while len(batch):
+            _step(batch)
+        return [s.result() for s in sequences]
+    finally:
+        batch.discard(sequences)
+
+
+def _checked(prompts: Iterable[np.ndarray], cancel: Cancel) -> Iterable[np.ndarray]:
+    for embeds in prompts:
+        yield embeds
         raise_if_cancelled(cancel)
-        logits = decoder.step_batch([s.ids[-1] for s in live], [s.cache for s in live], cancel)
-        still = []
-        for row, seq in enumerate(live):
-            seq.logits = logits[row]
-            if not _choose(seq, eos, eos_rows, min_new_tokens, max_new_tokens, results):
-                still.append(seq)
-        live = still  # finished sequences drop their caches here
-    return [results[i] for i in range(taken)]
+
+
+def _step(batch: BatchDecoder) -> None:
+    for seq in batch.step():
+        if seq.error is not None:
+            raise seq.error
 
 
 def _prefill(
     decoder: Qwen3Decoder,
     embeds: np.ndarray,
-    index: int,
+    key: object,
     capacity: int,
+    max_new_tokens: int,
+    min_new_tokens: int,
     cancel: Cancel,
     keep_first_logits: bool,
     keep_logits: bool,
-) -> _Sequence:
+) -> DecodeSequence:
     """The prompt alone through the decoder into a cache of its own, as `generate` starts."""
     cache = decoder.new_cache(capacity)
     hidden = decoder.forward(embeds, cache, cancel)
     logits = decoder.logits(hidden[-1])
     first = logits.copy() if keep_first_logits else None
-    return _Sequence(index, cache, logits, first, [] if keep_logits else None)
-
-
-def _choose(
-    seq: _Sequence,
-    eos: set[int],
-    eos_rows: np.ndarray,
-    min_new_tokens: int,
-    max_new_tokens: int,
-    results: dict[int, Generation],
-) -> bool:
-    """`generate`'s greedy choice from ``seq.logits``; True (and the result recorded) if the sequence ended."""
-    logits = seq.logits
-    if seq.kept is not None:
-        seq.kept.append(logits.copy())
-    if len(seq.ids) < min_new_tokens and eos_rows.size:
-        logits[eos_rows] = -np.inf
-    token = ops.argmax(logits)
-    kept = None if seq.kept is None else tuple(seq.kept)
-    if token in eos:
-        results[seq.index] = Generation(seq.ids, True, seq.first, kept)
-        return True
-    seq.ids.append(token)
-    if len(seq.ids) >= max_new_tokens:
-        results[seq.index] = Generation(seq.ids, False, seq.first, kept)
-        return True
-    return False
+    return DecodeSequence(key, cache, logits, max_new_tokens, min_new_tokens, cancel, first,
+                          [] if keep_logits else None)

@@ -35,7 +35,7 @@ from onespeech.kernels.errors import ObjectClosedError
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import check_threads, thread_limit
 from onespeech.qwen3.backbone import Qwen3Backbone
-from onespeech.qwen3.batch_decode import BatchLimits, generate_batch
+from onespeech.qwen3.batch_decode import BatchDecoder, BatchLimits, generate_batch
 from onespeech.qwen3.decoder import Generation
 from onespeech.qwen3.encoder import ENCODER_ATTENTION
 from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
@@ -350,9 +350,42 @@ class Qwen3Recognizer:
         name = self.languages.resolve(language)
         with self._lock, thread_limit(self.options.threads):
             generation = self.recognize(pcm, name, self.options.max_new_tokens, cancel).generation
+        return self.chunk_result(generation, language)
+
+    def chunk_prompt(self, audio: np.ndarray, language: str | None = None, cancel: Cancel = None) -> np.ndarray:
+        """The decoder's prompt for one chunk: its embeddings with the encoder's audio rows.
+
+        The first half of :meth:`recognize_chunk` (PCM checks, log-mel, encoder,
+        prompt), for decoding the chunk in a batch (:meth:`batch_decoder`)::
+
+            seq = batch.join(rec.chunk_prompt(pcm), rec.options.max_new_tokens, decoder=rec.decoder)
+            ...  # batch.step() until seq.done
+            result = rec.chunk_result(seq.result())
+
+        Parameters and errors as :meth:`recognize_chunk`.
+
+        Returns
+        -------
+        ndarray[float32], shape (n_prompt, hidden_size)
+        """
+        check_cancel(cancel)
+        pcm = validate_pcm(audio, max_samples=MAX_CHUNK_SAMPLES, allow_empty=False)
+        name = self.languages.resolve(language)
+        with self._lock, thread_limit(self.options.threads):
+            self._check_open()
+            return self._stage(pcm, name, self.options.max_new_tokens, cancel)[3]
+
+    def chunk_result(self, generation: Generation, language: str | None = None) -> RecognizedChunk:
+        """The text, language and finish of one chunk's generation (the second half of :meth:`recognize_chunk`)."""
+        name = self.languages.resolve(language)
         answer = self.decode_ids(generation.ids)
         parsed, text = parse_output(answer, name)
         return RecognizedChunk(text, self.languages.tag(parsed), generation.finished, answer)
+
+    def batch_decoder(self, limits: BatchLimits | None = None) -> BatchDecoder:
+        """A decode batch over this recognizer's decoder and end ids (``onespeech.qwen3.BatchDecoder``)."""
+        self._check_open()
+        return BatchDecoder(self.decoder, self.config.eos_token_ids, limits)
 
     def generate(
         self, audio: np.ndarray, language: str | None = None, max_new_tokens: int | None = None
@@ -400,14 +433,8 @@ class Qwen3Recognizer:
         check_cancel(cancel)
         with self._lock:
             self._check_open()
-            if mel is None:
-                mel = log_mel_spectrogram(pcm)
-            audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
-            prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], language_name)
-            self._check_positions(len(prompt.ids) + (len(forced_ids) if forced_ids is not None else max_new_tokens))
-            embeds = self.decoder.embed(prompt.ids)
-            # audio-token embedding substitution at the audio pad positions
-            embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+            positions = len(forced_ids) if forced_ids is not None else max_new_tokens
+            mel, audio_embeds, prompt, embeds = self._stage(pcm, language_name, positions, cancel, mel)
             if forced_ids is not None:
                 choices = self.decoder.teacher_forced(
                     embeds, forced_ids, cancel, eos_ids=self.config.eos_token_ids, min_new_tokens=min_new_tokens
@@ -479,14 +506,9 @@ class Qwen3Recognizer:
         staged: list[tuple[np.ndarray, np.ndarray, Prompt]] = []
 
         def prompts() -> Iterator[np.ndarray]:
-            # each chunk's encoder pass runs only when it can join the batch
+            # each chunk's encoder pass runs only when the previous chunk has joined the batch
             for pcm in pcms:
-                mel = log_mel_spectrogram(pcm)
-                audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
-                prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], name)
-                self._check_positions(len(prompt.ids) + limit)
-                embeds = self.decoder.embed(prompt.ids)
-                embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+                mel, audio_embeds, prompt, embeds = self._stage(pcm, name, limit, cancel)
                 staged.append((mel, audio_embeds, prompt))
                 yield embeds
 
@@ -507,6 +529,20 @@ class Qwen3Recognizer:
         return [ChunkRecognition(*stage, generation) for stage, generation in zip(staged, generations, strict=True)]
 
     # -- stages -----------------------------------------------------------------------
+
+    def _stage(
+        self, pcm: np.ndarray, name: str | None, max_new_tokens: int, cancel: Cancel, mel: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, Prompt, np.ndarray]:
+        """log-mel, encoder output, prompt and the prompt's embeddings (audio rows substituted)."""
+        if mel is None:
+            mel = log_mel_spectrogram(pcm)
+        audio_embeds = self.encoder.forward(mel, self.options.encoder_attention, cancel)
+        prompt = build_prompt(self.tokenizer, self._context, audio_embeds.shape[0], name)
+        self._check_positions(len(prompt.ids) + max_new_tokens)
+        embeds = self.decoder.embed(prompt.ids)
+        # audio-token embedding substitution at the audio pad positions
+        embeds[prompt.audio_start : prompt.audio_start + prompt.n_audio] = audio_embeds
+        return mel, audio_embeds, prompt, embeds
 
     def _check_positions(self, needed: int) -> None:
         limit = self.config.text.max_position_embeddings

@@ -16,10 +16,10 @@ import numpy as np
 from onespeech.align.timing import TimingDispatcher
 from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel
-from onespeech.qwen3 import Qwen3Recognizer, written_units
+from onespeech.qwen3 import Qwen3Recognizer, RecognizedChunk, written_units
 from onespeech.speech.document import Finish, Segment, TimingMethod, Word
 
-__all__ = ["recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
+__all__ = ["chunk_segment", "recognize_chunk", "time_chunk", "untimed_reason", "untimed_words"]
 
 
 def recognize_chunk(
@@ -52,7 +52,11 @@ def recognize_chunk(
     if pcm_chunk.shape != (end_sample - start_sample,):
         raise ValueError(f"pcm_chunk has shape {pcm_chunk.shape}; expected ({end_sample - start_sample},) for "
                          f"samples {start_sample}..{end_sample}")
-    result = recognizer.recognize_chunk(pcm_chunk, language, cancel)
+    return chunk_segment(recognizer.recognize_chunk(pcm_chunk, language, cancel), start_sample, end_sample)
+
+
+def chunk_segment(result: RecognizedChunk, start_sample: int, end_sample: int) -> Segment:
+    """The segment of one chunk's recognition (untimed words), on the source's clock."""
     finish = Finish.END_TOKEN if result.finished else Finish.MAX_NEW_TOKENS
     return Segment(start_sample / SAMPLE_RATE, end_sample / SAMPLE_RATE, result.text, result.language,
                    untimed_words(result.text, result.language), finish, untimed_reason="not timed")

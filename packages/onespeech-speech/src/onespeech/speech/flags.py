@@ -75,6 +75,8 @@ threads_option = NumberOption(1, 1024, whole=True, unit="threads")
 max_new_tokens_option = NumberOption(1, 4096, whole=True, unit="tokens per chunk")
 workers_option = NumberOption(1, 1024, whole=True, unit="workers")
 max_pause_option = NumberOption(0, 3600, unit="seconds")
+decode_batch_option = NumberOption(1, 256, whole=True, unit="chunks")
+decode_memory_option = NumberOption(1, 1 << 20, whole=True, unit="MiB")
 
 
 def model_or_none(text: str) -> str | None:

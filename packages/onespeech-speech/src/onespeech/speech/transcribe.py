@@ -5,8 +5,10 @@ For one file::
     decode in blocks (AudioFileSource: soundfile + soxr, as load_audio)
       -> AudioChunker: 30 s or less is one chunk; longer audio goes through the VAD
          stream and the VAD-first planner (chunks of at most 30 s)
-      -> recognize each chunk as soon as it closes (fresh decoder state per chunk)
-         keeping only its boundaries, text and written words
+      -> encode each chunk as soon as it closes and decode it in a batch with the
+         next ones (ChunkBatch: a KV cache of its own per chunk, at most
+         ``decode_batch`` chunks within ``decode_memory_mb``; the same bits as one
+         at a time), keeping only its boundaries, text and written words
     release the recognizer
     replay the decoded audio (the file again, or the spool of a stream) through a
     fresh VAD with the same settings; the chunk boundaries must be identical
@@ -18,8 +20,8 @@ For one file::
     region embedded as it closes, only its partial embeddings kept), then attribute
     the turns to words and segments; remove the spool
 
-No full-file PCM and no decoder state outlive a chunk, and the recognizer and the
-aligner are never loaded at the same time. A segment's text is exactly what
+No full-file PCM is held, no decoder state outlives a chunk's decoding (a batch
+holds only its live chunks' caches), and the recognizer and the aligner are never loaded at the same time. A segment's text is exactly what
 ``Qwen3Recognizer.transcribe`` returns for the segment's samples, and its words'
 times exactly what ``Qwen3ForcedAligner.align`` returns for them, plus the segment's
 start.
@@ -42,8 +44,9 @@ from onespeech.features.pcm import SAMPLE_RATE
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.kernels.threads import thread_limit
-from onespeech.qwen3 import Qwen3Options, Qwen3Recognizer
+from onespeech.qwen3 import BatchDecoder, Qwen3Options, Qwen3Recognizer
 from onespeech.speech.chunk import recognize_chunk, time_chunk, untimed_reason
+from onespeech.speech.chunk_batch import ChunkBatch
 from onespeech.speech.document import Document, Finish, ModelInfo, Segment, TimingMethod
 from onespeech.speech.errors import ChunkLimitError, ReplayMismatchError, TranscriptionCancelledError
 from onespeech.speech.options import DEFAULT_ALIGNER, DEFAULT_MODEL, TranscribeOptions
@@ -77,8 +80,8 @@ class Transcriber:
         Sugar for ``options.model`` (a catalog id or a local directory).
     options : TranscribeOptions, optional
         Every transcription option (:class:`onespeech.speech.options.TranscribeOptions`:
-        model, language, aligner, context, precision, threads, max_new_tokens, speakers,
-        max_pause, vad, vad_options, catalog_dir); keyword arguments naming its fields
+        model, language, aligner, context, precision, threads, max_new_tokens, decode_batch,
+        decode_memory_mb, speakers, max_pause, vad, vad_options, catalog_dir); keyword arguments naming its fields
         change it, and an unknown keyword is a TypeError.
     progress : None, False or callable
         None: tqdm bars on stderr when it is a terminal; False: none; a callable gets
@@ -125,6 +128,9 @@ class Transcriber:
         self.keep_loaded = keep_loaded
         self._held_recognizer: Qwen3Recognizer | None = None
         self._held_dispatcher: TimingDispatcher | None = None
+        # a decode batch shared with other Transcribers over the same weights (the server's
+        # workers: continuous batching); None: each file decodes in a batch of its own
+        self.shared_batch: BatchDecoder | None = None
 
     # -- public ------------------------------------------------------------------------
 
@@ -217,6 +223,11 @@ class Transcriber:
         if self.keep_loaded and options == self.recognizer_options:
             return self.recognizer()
         return Qwen3Recognizer.load(self._resolve(self._model), options, cancel)
+
+    def _acquire_batch(self, recognizer: Qwen3Recognizer) -> BatchDecoder:
+        if self.shared_batch is not None:
+            return self.shared_batch
+        return recognizer.batch_decoder(self.options.batch_limits())
 
     def _release_recognizer(self, recognizer: Qwen3Recognizer) -> None:
         if recognizer is not self._held_recognizer:
@@ -340,42 +351,52 @@ class _FileRun:
         owner = self.owner
         self._check_cancel()
         recognizer = owner._acquire_recognizer(self.options, self.cancel)
+        decoding: ChunkBatch | None = None
         try:
             recognizer.languages.resolve(self.language)  # an unknown language fails before decoding
+            decoding = ChunkBatch(recognizer, owner._acquire_batch(recognizer), self.language, self.cancel)
             chunker = AudioChunker(owner._load_vad, owner.vad_options)
             with thread_limit(self.options.threads):
                 for block in audio.blocks():
                     self._check_cancel()
                     self.report("decode", audio.position / SAMPLE_RATE, self.duration_hint)
                     for closed in chunker.feed(block):
-                        self._recognize_chunk(recognizer, closed)
+                        self._recognize_chunk(decoding, closed)
                 for closed in chunker.finish():
-                    self._recognize_chunk(recognizer, closed)
+                    self._recognize_chunk(decoding, closed)
+                self._recognized(decoding.finish())
             n_samples = chunker.n_samples
             self.report("decode", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
             self.report("recognize", n_samples / SAMPLE_RATE, n_samples / SAMPLE_RATE)
             return n_samples
         finally:
+            if decoding is not None:
+                decoding.close()  # a shared batch forgets this file's unfinished chunks
             owner._release_recognizer(recognizer)  # before the aligner is ever loaded (unless both are held)
 
-    def _recognize_chunk(self, recognizer: Qwen3Recognizer, closed: ClosedChunk) -> None:
+    def _recognize_chunk(self, decoding: ChunkBatch, closed: ClosedChunk) -> None:
         chunk = closed.chunk
         self.boundaries.append((chunk.start, chunk.end))
-        segment = recognize_chunk(recognizer, closed.pcm, chunk.start, chunk.end, language=self.language,
-                                  cancel=self.cancel)
-        if segment.finish is Finish.MAX_NEW_TOKENS:
-            partial = Document.from_segments(self.segments, chunk.start / SAMPLE_RATE,
-                                             self.owner._model_info(self.owner._model), None)
-            raise ChunkLimitError(
-                f"the chunk {chunk.start_s:.2f}-{chunk.end_s:.2f} s reached max_new_tokens="
-                f"{self.options.max_new_tokens} before the model ended its answer; raise max_new_tokens "
-                f"(up to 4096); the error's .partial holds the {len(self.segments)} segment(s) before it",
-                chunk.start_s, chunk.end_s, partial,
-            )
-        if segment.text:
-            self.segment_at[chunk.start] = len(self.segments)
-            self.segments.append(segment)
-        self.report("recognize", chunk.end_s, max(self.duration_hint, chunk.end_s))
+        self._recognized(decoding.add(closed.pcm, chunk.start, chunk.end))
+
+    def _recognized(self, chunks: list[tuple[int, Segment]]) -> None:
+        """Keep the segments of chunks whose decoding completed (in chunk order), reporting each."""
+        for first_sample, segment in chunks:
+            start, end = first_sample / SAMPLE_RATE, segment.end
+            assert end is not None
+            if segment.finish is Finish.MAX_NEW_TOKENS:
+                partial = Document.from_segments(self.segments, start, self.owner._model_info(self.owner._model),
+                                                 None)
+                raise ChunkLimitError(
+                    f"the chunk {start:.2f}-{end:.2f} s reached max_new_tokens="
+                    f"{self.options.max_new_tokens} before the model ended its answer; raise max_new_tokens "
+                    f"(up to 4096); the error's .partial holds the {len(self.segments)} segment(s) before it",
+                    start, end, partial,
+                )
+            if segment.text:
+                self.segment_at[first_sample] = len(self.segments)
+                self.segments.append(segment)
+            self.report("recognize", end, max(self.duration_hint, end))
 
     # -- pass 2: timing ----------------------------------------------------------------------
 

@@ -95,7 +95,7 @@ def create_app(backend: Backend) -> Starlette:
         body = {"status": "ok" if alive == config.workers else "degraded", "workers": config.workers,
                 "workers_alive": alive, "busy": pool.busy, "queued": pool.queued, "max_queue": config.max_queue,
                 "completed": pool.completed, "failed": pool.failed, "cancelled": pool.cancelled,
-                "abandoned": pool.abandoned,
+                "abandoned": pool.abandoned, **backend.decode_stats(),
                 "model": config.model_id}
         return JSONResponse(body, status_code=200 if alive == config.workers else 503)
 

@@ -7,10 +7,19 @@ runs once in each worker thread: a ``Transcriber(keep_loaded=True)`` whose recog
 and aligner (if any) are loaded at once and stay loaded until the server stops. A
 request with its own prompt (context) loads a recognizer for that request (the
 weights are memory-mapped, so this maps the same files again rather than copying them).
+
+Continuous batching: every worker's file path decodes in one shared decode batch
+(``onespeech.qwen3.BatchDecoder``, bounded by ``decode_batch`` and
+``decode_memory_mb``), so while one request decodes, another's chunks join the
+running batch at its next step and leave it when they end; each request's
+document is the same bits as serving it alone. Each request still encodes and
+prefills its chunks in its own worker. ``decode_stats`` counts the steps (and
+those that advanced more than one request), as ``/health`` shows them.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, BinaryIO
 
 from onespeech.kernels.cancel import Cancel
@@ -19,6 +28,7 @@ from onespeech.speech.server.errors import audio_too_long, bad_request
 
 if TYPE_CHECKING:
     from onespeech.features import ClosedChunk, SileroVad
+    from onespeech.qwen3 import BatchDecoder
     from onespeech.qwen3.languages import Languages
     from onespeech.speech.document import Document, Segment
     from onespeech.speech.transcribe import Transcriber
@@ -31,6 +41,10 @@ class Backend:
         self.config = config
         self.vad: SileroVad | None = None
         self._languages: Languages | None = None
+        self._batch: BatchDecoder | None = None
+        self._batch_owner: Transcriber | None = None  # its recognizer's decoder runs the shared steps
+        self._open_workers = 0
+        self._batch_lock = threading.Lock()
 
     def load_shared(self) -> None:
         from onespeech.features import load_vad
@@ -61,10 +75,34 @@ class Backend:
             transcriber.close()
             raise
         self._languages = recognizer.languages
+        with self._batch_lock:
+            if self._batch is None:
+                self._batch = recognizer.batch_decoder(self.config.options.batch_limits())
+                self._batch_owner = transcriber
+            self._open_workers += 1
+        transcriber.shared_batch = self._batch
         return transcriber
 
     def close_worker(self, transcriber: Transcriber) -> None:
-        transcriber.close()
+        with self._batch_lock:
+            self._open_workers -= 1
+            closing = [transcriber]
+            if transcriber is self._batch_owner:
+                if self._open_workers > 0:
+                    return  # the others still step the shared batch on its decoder: closed with the last one
+            elif self._open_workers == 0 and self._batch_owner is not None:
+                closing.append(self._batch_owner)
+            if self._open_workers == 0:
+                self._batch = self._batch_owner = None
+        for worker in closing:
+            worker.close()
+
+    def decode_stats(self) -> dict[str, int]:
+        """Decode steps of the shared batch so far, and those that advanced more than one request."""
+        batch = self._batch
+        if batch is None:
+            return {"decode_steps": 0, "shared_decode_steps": 0}
+        return {"decode_steps": batch.steps, "shared_decode_steps": batch.shared_steps}
 
     def check_language(self, language: str) -> None:
         from onespeech.qwen3 import UnsupportedLanguageError
