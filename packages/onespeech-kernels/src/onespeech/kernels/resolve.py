@@ -43,14 +43,16 @@ read-only directory is converted into ``<cache>/local/<key>/runtime`` instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import os
 import shutil
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from onespeech.kernels import hfcache
 from onespeech.kernels.cancel import Cancel, check_cancel, raise_if_cancelled
@@ -88,6 +90,8 @@ from onespeech.kernels.store import (
     verify_manifest,
     write_manifest,
 )
+
+P = ParamSpec("P")
 
 __all__ = [
     "PUBLISHER_DIR",
@@ -143,30 +147,6 @@ class ResolvedModel:
     directory: Path
     revision: str | None
     entry: CatalogEntry | None
-
-
-def resolve(
-    model: str | os.PathLike[str] | CatalogEntry,
-    precision: Precision | str = Precision.FLOAT32,
-    *,
-    kind: str | None = None,
-    revision: str | None = None,
-    offline: bool | None = None,
-    progress: bool | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    catalog_dir: str | os.PathLike[str] | None = None,
-    fetch_options: FetchOptions | None = None,
-    converter: Converter | None = None,
-    cancel: Cancel = None,
-) -> Path:
-    """Return a directory holding verified runtime files of ``model`` at ``precision``.
-
-    The same as :func:`resolve_model`, returning only its ``directory``.
-    """
-    return resolve_model(
-        model, precision, kind=kind, revision=revision, offline=offline, progress=progress, cache_dir=cache_dir,
-        catalog_dir=catalog_dir, fetch_options=fetch_options, converter=converter, cancel=cancel,
-    ).directory  # fmt: skip
 
 
 def resolve_model(
@@ -265,6 +245,26 @@ def resolve_model(
 
 MIN_REVISION_PREFIX = 7  # as git's short commit ids
 
+
+
+def _directory_of(resolver: Callable[P, ResolvedModel]) -> Callable[P, Path]:
+    """``resolver`` returning only the ``directory`` of its :class:`ResolvedModel` (same parameters)."""
+
+    @functools.wraps(resolver)
+    def directory(*args: P.args, **kwargs: P.kwargs) -> Path:
+        return resolver(*args, **kwargs).directory
+
+    return directory
+
+
+# one signature, written once: resolve takes exactly resolve_model's parameters
+resolve = _directory_of(resolve_model)
+resolve.__name__ = resolve.__qualname__ = "resolve"
+resolve.__signature__ = inspect.signature(resolve_model).replace(return_annotation="Path")  # type: ignore[attr-defined]
+resolve.__doc__ = """Return a directory holding verified runtime files of ``model`` at ``precision``.
+
+    The same as :func:`resolve_model` (same parameters, errors), returning only its ``directory``.
+    """
 
 def revision_matches(given: str, revision: str | None) -> bool:
     """True if ``given`` is ``revision`` or a prefix of it of at least 7 characters."""
