@@ -10,7 +10,7 @@ from onespeech.align.errors import AlignmentCancelledError
 from onespeech.kernels.cancel import raise_if_cancelled
 from onespeech.kernels.errors import OperationCancelledError
 from onespeech.qwen3 import RecognitionCancelled, RecognitionCancelledError
-from onespeech.qwen3.errors import raise_if_cancelled as recognition_check
+from onespeech.qwen3.errors import raise_if_recognition_cancelled as recognition_check
 from onespeech.speech import TranscriptionCancelled, TranscriptionCancelledError
 
 ERRORS = [RecognitionCancelledError, AlignmentCancelledError, TranscriptionCancelledError]

@@ -39,7 +39,7 @@ import numpy as np
 from onespeech.kernels import ops
 from onespeech.kernels.cancel import Cancel, is_cancelled
 from onespeech.qwen3.decoder import Generation, KVCache, Qwen3Decoder
-from onespeech.qwen3.errors import RecognitionCancelledError, raise_if_cancelled
+from onespeech.qwen3.errors import RecognitionCancelledError, raise_if_recognition_cancelled
 
 # live sequences' caches counted at full capacity: 1 GiB holds about four 30 s
 # chunks of the 0.6B model in FP32 with max_new_tokens=512 (~0.23 MB per
@@ -217,7 +217,7 @@ class BatchDecoder:
             self._reserved += reserved
             self._joining += 1
         try:
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             seq = _prefill(decoder or self.decoder, embeds, key, capacity, max_new_tokens, min_new_tokens, cancel,
                            keep_first_logits, keep_logits)
             ended = self._choose(seq)
@@ -375,7 +375,7 @@ def generate_batch(
 def _checked(prompts: Iterable[np.ndarray], cancel: Cancel) -> Iterable[np.ndarray]:
     for embeds in prompts:
         yield embeds
-        raise_if_cancelled(cancel)
+        raise_if_recognition_cancelled(cancel)
 
 
 def _step(batch: BatchDecoder) -> None:

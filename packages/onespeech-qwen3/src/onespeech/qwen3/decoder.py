@@ -32,7 +32,7 @@ from onespeech.kernels import int8matrix, ops
 from onespeech.kernels.cancel import Cancel
 from onespeech.kernels.int8matrix import matrix
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
-from onespeech.qwen3.errors import raise_if_cancelled
+from onespeech.qwen3.errors import raise_if_recognition_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 
@@ -248,7 +248,7 @@ class Qwen3Decoder:
             hidden = hidden.copy()  # the fused step updates it in place
         scale = self.dims.head_dim**-0.5
         for layer in range(self.dims.num_layers):
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             if fused is not None:  # the same values as _layer, in one call
                 k, v = cache.k[layer], cache.v[layer]
                 fused[layer].step(hidden[0], k, v, pos, cos[0], sin[0], scale, round_to_bf16=self._bf16)
@@ -295,7 +295,7 @@ class Qwen3Decoder:
         ks, vs = [c.k for c in caches], [c.v for c in caches]
         scale = self.dims.head_dim**-0.5
         for layer in range(self.dims.num_layers):
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             self._fused[layer].step_batch(hidden, ks, vs, layer, positions, cos, sin, scale, round_to_bf16=self._bf16)
         for c in caches:
             c.length += 1
@@ -401,7 +401,7 @@ class Qwen3Decoder:
             choices.append(ops.argmax(logits))
             if len(choices) == len(forced):
                 return choices
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             hidden = self.forward(self.embed(np.array([token])), cache, cancel)
         return choices
 
@@ -455,7 +455,7 @@ class Qwen3Decoder:
             ids.append(token)
             if len(ids) >= max_new_tokens:
                 return Generation(ids, False, first, _kept(kept))
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             hidden = self.forward(self.embed(np.array([token])), cache, cancel)
             logits = self.logits(hidden[-1])
 

@@ -34,7 +34,7 @@ from onespeech.kernels import int8matrix, ops
 from onespeech.kernels.cancel import Cancel
 from onespeech.kernels.int8matrix import matrix
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
-from onespeech.qwen3.errors import ConfigError, raise_if_cancelled
+from onespeech.qwen3.errors import ConfigError, raise_if_recognition_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")
@@ -155,7 +155,7 @@ class AudioEncoder:
         hidden, window = self._embed_chunks(mel, cancel)
         bounds = self._attention_blocks(hidden.shape[0], window if attention == "windowed" else None)
         for layer in range(self.dims.num_layers):
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             hidden = self._layer(hidden, layer, bounds)
         x = self._layer_norm(hidden, "ln_post")
         x = self._gelu(self._linear(x, "proj1"))
@@ -181,7 +181,7 @@ class AudioEncoder:
         window = chunk_tokens(width) * (d.n_window_infer // self.chunk_frames)
         rows, positions = [], []
         for c0 in range(0, n_chunks, _CONV_BATCH_CHUNKS):
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             c1 = min(n_chunks, c0 + _CONV_BATCH_CHUNKS)
             # channels-last input [n, mel, time, 1], zero beyond each chunk's frames
             x = np.zeros((c1 - c0, n_mels, width, 1), dtype=np.float32)

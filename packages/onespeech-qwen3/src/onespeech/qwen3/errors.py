@@ -9,8 +9,7 @@ instead of returning truncated text; a cancelled call raises ``RecognitionCancel
 
 from __future__ import annotations
 
-from onespeech.kernels.cancel import Cancel
-from onespeech.kernels.cancel import raise_if_cancelled as kernel_raise_if_cancelled
+from onespeech.kernels.cancel import Cancel, raise_if_cancelled
 from onespeech.kernels.errors import ModelIntegrityError, ModelKindError, OperationCancelledError
 
 __all__ = [
@@ -23,7 +22,7 @@ __all__ = [
     "RecognitionCancelledError",
     "SafetensorsError",
     "UnsupportedLanguageError",
-    "raise_if_cancelled",
+    "raise_if_recognition_cancelled",
 ]
 
 
@@ -62,7 +61,7 @@ class ConversionError(ModelIntegrityError, ValueError):
     """The publisher files cannot be converted (missing/extra tensor, wrong shape or dtype)."""
 
 
-def raise_if_cancelled(cancel: Cancel) -> None:
+def raise_if_recognition_cancelled(cancel: Cancel) -> None:
     """Raise ``RecognitionCancelledError`` if the signal is set (the model stages' check).
 
     Parameters
@@ -70,4 +69,4 @@ def raise_if_cancelled(cancel: Cancel) -> None:
     cancel : threading.Event-like | callable | None
         An object with ``is_set()``, or a callable returning True once cancelled.
     """
-    kernel_raise_if_cancelled(cancel, "recognition", RecognitionCancelledError)
+    raise_if_cancelled(cancel, "recognition", RecognitionCancelledError)

@@ -38,7 +38,12 @@ from onespeech.qwen3.backbone import Qwen3Backbone
 from onespeech.qwen3.batch_decode import BatchDecoder, BatchLimits, generate_batch
 from onespeech.qwen3.decoder import Generation
 from onespeech.qwen3.encoder import ENCODER_ATTENTION
-from onespeech.qwen3.errors import ConfigError, MaxNewTokensError, ModelKindError, raise_if_cancelled
+from onespeech.qwen3.errors import (
+    ConfigError,
+    MaxNewTokensError,
+    ModelKindError,
+    raise_if_recognition_cancelled,
+)
 from onespeech.qwen3.languages import Languages
 from onespeech.qwen3.load_options import options_from
 from onespeech.qwen3.prompt import Prompt, build_prompt, check_context, parse_output
@@ -230,7 +235,7 @@ class Qwen3Recognizer:
         options = options_from(Qwen3Options, options, "Qwen3Recognizer.load", context=context, precision=precision,
                                threads=threads, max_new_tokens=max_new_tokens, encoder_attention=encoder_attention)
         check_cancel(cancel)
-        raise_if_cancelled(cancel)
+        raise_if_recognition_cancelled(cancel)
         if Path(model_directory).is_dir():
             config = load_config(model_directory)  # before converting anything
             if config.is_aligner:
@@ -242,11 +247,11 @@ class Qwen3Recognizer:
         # a catalog id or a directory to its runtime files (an unknown id raises UnknownModelError,
         # a missing path FileNotFoundError)
         model_directory = resolve(str(model_directory), options.precision.value, kind="asr", cancel=cancel)
-        raise_if_cancelled(cancel)
+        raise_if_recognition_cancelled(cancel)
         with thread_limit(options.threads):
             model = load_model(model_directory, options.precision.value, kind="asr")
         try:
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             tokenizer = Qwen3Tokenizer.load(model.directory)
             return cls(model, tokenizer, options, vad=vad)
         except BaseException:
@@ -583,7 +588,7 @@ class Qwen3Recognizer:
 
         chunker = AudioChunker(self._load_vad)
         for start in range(0, pcm.shape[0], MAX_CHUNK_SAMPLES):
-            raise_if_cancelled(cancel)
+            raise_if_recognition_cancelled(cancel)
             yield from chunker.feed(pcm[start : start + MAX_CHUNK_SAMPLES])
         yield from chunker.finish()
 
