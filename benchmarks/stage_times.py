@@ -72,7 +72,9 @@ class StageTimes:
     def _forward_label(self, decoder: Any, embeds: Any, *args: Any, **kwargs: Any) -> str:
         n = int(embeds.shape[0])
         self._after_prefill = n > 1
-        if not any(frame[0] == "aligner" for frame in self._stack):
+        # the aligner's passes are not tokens; a row inside step_batch (its per-row fallback,
+        # as for int8 weights) was counted by step_batch already
+        if not any(frame[0] in ("aligner", "decode") for frame in self._stack):
             self.counts["prefills" if n > 1 else "decode_rows"] += 1
         return "prefill" if n > 1 else "decode"
 
