@@ -9,12 +9,18 @@ from onespeech.qwen3.decoder import KVCache, Qwen3Decoder
 
 
 @pytest.fixture(scope="module")
-def recognizer(tiny_checkpoint, tmp_path_factory):
+def model_copy(tiny_checkpoint, tmp_path_factory):
+    """The module's copy: loading converts in place, and the session's checkpoint must stay unconverted."""
     import shutil
 
     target = tmp_path_factory.mktemp("backbone") / "model"
     shutil.copytree(tiny_checkpoint, target)
-    with Qwen3Recognizer.load(target, Qwen3Options(threads=1)) as rec:
+    return target
+
+
+@pytest.fixture(scope="module")
+def recognizer(model_copy):
+    with Qwen3Recognizer.load(model_copy, Qwen3Options(threads=1)) as rec:
         yield rec
 
 
@@ -35,10 +41,10 @@ def test_recognizer_is_built_on_its_backbone(recognizer) -> None:
     assert recognizer.encoder is recognizer.backbone.encoder and recognizer.decoder is recognizer.backbone.decoder
 
 
-def test_backbone_stages_are_the_recognizers(recognizer, tiny_checkpoint) -> None:
+def test_backbone_stages_are_the_recognizers(recognizer, model_copy) -> None:
     pcm = np.random.default_rng(0).standard_normal(16000).astype(np.float32) * 0.1
     mel = log_mel_spectrogram(pcm)
-    backbone = Qwen3Backbone.load(tiny_checkpoint, "fp32", kind="asr")
+    backbone = Qwen3Backbone.load(model_copy, "fp32", kind="asr")
     try:
         assert backbone.config == recognizer.config
         audio = backbone.encode_audio(mel)
