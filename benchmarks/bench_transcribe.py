@@ -81,6 +81,17 @@ PATTERN = ("picovoice_test.wav", "jfk.flac", "picovoice_test_de.wav", "librispee
 
 
 def _peak_rss() -> int:
+    """This process's peak resident set, in bytes.
+
+    Linux's ``ru_maxrss`` survives fork and exec, so a worker started by a parent that
+    has just converted a model would report the parent's peak; ``VmHWM`` belongs to the
+    worker's own address space. ``ru_maxrss`` where there is no /proc.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
