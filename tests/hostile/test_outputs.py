@@ -363,7 +363,13 @@ def test_ctrl_c_prints_one_line_exits_130_and_leaves_nothing_half_written(verb, 
                "-m", str(runtime_dirs.asr), "--aligner", "none", "-l", "en", "--max-new-tokens", str(BUDGET),
                "--threads", "1", "-q"] + (["--workers", "1"] if verb == "batch" else [])
     env = {**os.environ, "ONESPEECH_VAD_MODEL": str(vad_path), "TMPDIR": str(spool)}
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # a runner started in the background (nohup, `cmd &`) ignores SIGINT, and an ignored
+    # signal stays ignored across exec: the command would never see the Ctrl-C
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         _interrupt_when_busy(process, runtime_dirs.asr, group=verb == "batch")
         _, err = process.communicate(timeout=60)
