@@ -169,3 +169,53 @@ def test_live_blocks_of_10_ms(quick_asr: Path, vad_path: Path, speech: np.ndarra
         finals += live.finish()
         assert live.samples_heard == pcm.shape[0]
     assert all(0 <= f.start < f.end <= pcm.shape[0] / S for f in finals)
+
+
+@pytest.fixture(scope="module")
+def short_tail(speech: np.ndarray, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 44.1 kHz stereo file whose last block at the default block size holds 200 samples or fewer.
+
+    The ordinary case the rule broke on (a 98 s talk of this kind), found here for a
+    few seconds so that batch workers and the server, which read with the default
+    blocks, meet it as they are.
+    """
+    from onespeech.features.audio import DEFAULT_BLOCK_FRAMES
+
+    folder = tmp_path_factory.mktemp("short_tail")
+    for extra in range(1, 400, 7):
+        path = folder / "talk.wav"
+        _write(path, speech, 2 * DEFAULT_BLOCK_FRAMES + extra, 44100, 2)
+        blocks = _decoded(path, DEFAULT_BLOCK_FRAMES)
+        if blocks[-1] <= 200:
+            return path
+    raise AssertionError("no length up to 400 extra frames ends in a block of 200 samples or fewer")
+
+
+def test_batch_takes_a_file_whose_last_block_is_short(
+    short_tail: Path, quick_asr: Path, runtime_dirs, vad_path: Path, tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    from onespeech.speech.batch import transcribe_corpus
+
+    report = transcribe_corpus([short_tail], tmp_path / "out", model=str(quick_asr), aligner=str(runtime_dirs.aligner),
+                               vad=str(vad_path), language="en", max_new_tokens=BUDGET, workers=1, threads=1,
+                               progress=False)
+    assert report.ok and len(report.done) == 1, report
+    assert (tmp_path / "out" / "talk.json").is_file()
+
+
+def test_the_server_takes_a_file_whose_last_block_is_short(
+    short_tail: Path, quick_asr: Path, runtime_dirs, vad_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    pytest.importorskip("starlette", reason="needs onespeech-speech[server]")
+    httpx = pytest.importorskip("httpx", reason="needs httpx (a test dependency in tox.ini)")
+    from onespeech.speech.server import Backend, ServerConfig, create_app
+    from onespeech_tools.serving import serving
+
+    config = ServerConfig(model=str(quick_asr), aligner=str(runtime_dirs.aligner), vad=vad_path, threads=1,
+                          max_new_tokens=BUDGET, workers=1)
+    with serving(create_app(Backend(config))) as port, open(short_tail, "rb") as audio:
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/audio/transcriptions", timeout=120,
+                            data={"model": quick_asr.name, "language": "en", "response_format": "verbose_json"},
+                            files={"file": ("talk.wav", audio, "audio/wav")})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["duration"] == pytest.approx(sum(_decoded(short_tail, 1 << 16)) / S)
