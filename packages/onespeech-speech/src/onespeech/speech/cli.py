@@ -15,13 +15,9 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
 
-from onespeech.speech import __version__, arguments, flags
+from onespeech.speech import __version__, arguments
 from onespeech.speech.flags import NumberOption
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "COMMANDS",
@@ -70,14 +66,6 @@ add_speaker_options = arguments.add_speaker_options
 options_from_args = arguments.options_from_args
 progress_from_args = arguments.progress_from_args
 transcriber_options = arguments.transcriber_options
-
-# re-exported: the flag types every command uses (defined below the options type, in flags.py)
-MAX_WHOLE = flags.MAX_WHOLE
-_positive_int = flags.positive_int
-threads_option = flags.threads_option
-max_new_tokens_option = flags.max_new_tokens_option
-workers_option = flags.workers_option
-max_pause_option = flags.max_pause_option
 
 
 def main(argv: Sequence[str] | None = None) -> int:
