@@ -1,6 +1,6 @@
 """Batched decode throughput: tokens/s of B sequences decoded together against one at a time.
 
-    python benchmarks/bench_batch_decode.py [--size tiny|0.6b] [--precision fp32 bf16]
+    python benchmarks/bench_batch_decode.py [--size tiny|0.6b] [--precision fp32 bf16 int8]
         [--batch 1 2 4 8] [--prompt 120] [--tokens 16] [--rounds 5] [--threads 2]
 
 A seeded random checkpoint of the given size (``onespeech_tools.checkpoints``; its
@@ -142,7 +142,8 @@ def _bench_transcribe(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=("tiny", "0.6b"), default="tiny")
-    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16"), default=["fp32", "bf16"])
+    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16", "int8"),
+                        default=["fp32", "bf16"])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--prompt", type=int, default=120, help="prompt positions per sequence")
     parser.add_argument("--tokens", type=int, default=16, help="decode steps per timed block")

@@ -73,7 +73,7 @@ class StageTimes:
         n = int(embeds.shape[0])
         self._after_prefill = n > 1
         # the aligner's passes are not tokens; a row inside step_batch (its per-row fallback,
-        # as for int8 weights) was counted by step_batch already
+        # without compiled kernels) was counted by step_batch already
         if not any(frame[0] in ("aligner", "decode") for frame in self._stack):
             self.counts["prefills" if n > 1 else "decode_rows"] += 1
         return "prefill" if n > 1 else "decode"

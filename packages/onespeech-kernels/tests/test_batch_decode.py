@@ -1,10 +1,10 @@
 """Batched decode kernels: every row bit-identical to the one-row decode kernels.
 
 `linear_rows` against `linear` on each row alone, and `DecoderLayer.step_batch`
-against `DecoderLayer.step` on each sequence alone, on every built variant, float32
-and bf16 weights and caches, with and without bfloat16 rounding, 1-3 threads, at
-sizes that exercise every tail (K off the vector and pair steps, N off the groups
-of four, odd batch sizes).
+against `DecoderLayer.step` on each sequence alone, on every built variant, float32,
+bf16 and int8 weights, float32 and bf16 caches, with and without bfloat16 rounding,
+1-3 threads, at sizes that exercise every tail (K off the vector and pair steps, N
+off the groups of four, odd batch sizes).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onespeech.kernels import cpu, ops
+from onespeech.kernels import cpu, int8matrix, ops
 from onespeech.kernels import threads as thread_counts
 from onespeech.kernels.threads import thread_limit
 
@@ -76,18 +76,30 @@ def _weights(bf16: bool) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]
     return mats, norms
 
 
-@pytest.mark.parametrize("bf16_weights", [False, True])
+def _layer(kind: str) -> ops.DecoderLayer:
+    """A fused layer of random float32, bf16 or int8 (quantized per row) weights."""
+    mats, norms = _weights(kind == "bf16")
+    scales = None
+    if kind == "int8":
+        codes = [int8matrix.quantize(m) for m in mats]
+        mats, scales = tuple(m.codes for m in codes), tuple(m.scale for m in codes)
+    layer = ops.decoder_layer(mats, norms, n_heads=H, n_kv_heads=HKV, head_dim=HD, eps=EPS, scales=scales)
+    assert layer is not None
+    return layer
+
+
+@pytest.mark.parametrize("kind", ["float32", "bf16", "int8"])
 @pytest.mark.parametrize("cache_dtype", [np.float32, np.uint16])
 @pytest.mark.parametrize("round_to_bf16", [False, True])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_step_batch_equals_step_per_sequence(variant, bf16_weights, cache_dtype, round_to_bf16, threads,
+@pytest.mark.parametrize("n_seq", [1, 2, 5])
+def test_step_batch_equals_step_per_sequence(variant, kind, cache_dtype, round_to_bf16, threads, n_seq,
                                               monkeypatch) -> None:
+    # one row (the one-row kernels), two (paired rows on AVX2 int8) and five (a pair and a lone row)
     monkeypatch.setattr(thread_counts, "available_cpus", lambda: 3)
     n_layers, layer_index = 3, 1
-    mats, norms = _weights(bf16_weights)
-    layer = ops.decoder_layer(mats, norms, n_heads=H, n_kv_heads=HKV, head_dim=HD, eps=EPS)
-    assert layer is not None
-    caps, positions = [40, 9, 25, 64, 12], np.array([37, 0, 24, 5, 11])
+    layer = _layer(kind)
+    caps, positions = [40, 9, 25, 64, 12][:n_seq], np.array([37, 0, 24, 5, 11][:n_seq])
     caches = []
     for cap in caps:  # filled pasts of different lengths
         past = RNG.standard_normal((n_layers, cap, HKV, HD)).astype(np.float32)

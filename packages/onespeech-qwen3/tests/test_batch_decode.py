@@ -3,8 +3,8 @@
 A tiny seeded checkpoint whose answers end (``end_scale``) decodes chunks of
 different lengths that finish at different steps (end tokens early and late, the
 token budget); every chunk's ids, ``finished`` and the logits of every choice
-must be the bits that decoding it alone gives, in FP32 and BF16, on the best
-kernel variant and on the generic one.
+must be the bits that decoding it alone gives, in FP32, BF16 and INT8, on the
+best kernel variant and on the generic one.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def step_sizes(monkeypatch) -> list[int]:
     return sizes
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 def test_batch_equals_each_chunk_alone(ending_checkpoint, variant, precision, step_sizes) -> None:
     pcms = [tone(*c) for c in CHUNKS]
     # two threads split every product on the best variant; the generic one (slow) runs on one

@@ -2,6 +2,8 @@ import numpy as np
 import pytest
 
 from onespeech.kernels import ops
+from onespeech.kernels.int8matrix import SCALE_SUFFIX
+from onespeech.qwen3.convert import int8_quantized
 from onespeech.qwen3.decoder import Qwen3Decoder, rope_tables
 from onespeech.qwen3.errors import RecognitionCancelled
 
@@ -131,12 +133,24 @@ def test_bf16_cache_holds_bits_and_changes_nothing(tiny_weights, tiny_config) ->
     assert np.array_equal(bf16.hidden_states(x), widened.hidden_states(x))
 
 
-@pytest.mark.parametrize("bf16", [False, True])
-def test_fused_one_token_steps_equal_the_op_path(tiny_weights, tiny_config, bf16: bool) -> None:
-    fused = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=bf16)
+def _int8_weights(weights) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """The tensors as INT8 runtime files hold them: Linear weights as codes plus scales."""
+    out = dict(weights)
+    for name in weights:
+        if int8_quantized(name, weights[name].shape):
+            codes, scale = ops.quantize_int8(ops.bf16_to_f32(weights[name]))
+            out[name], out[name + SCALE_SUFFIX] = codes, scale
+    return out
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
+def test_fused_one_token_steps_equal_the_op_path(tiny_weights, tiny_config, precision: str) -> None:
+    bf16 = precision == "bf16"
+    weights = _int8_weights(tiny_weights) if precision == "int8" else tiny_weights
+    fused = Qwen3Decoder(weights, tiny_config, bf16_activations=bf16)
     if fused._fused is None:
         pytest.skip("no compiled kernels: every step runs op by op")
-    plain = Qwen3Decoder(tiny_weights, tiny_config, bf16_activations=bf16)
+    plain = Qwen3Decoder(weights, tiny_config, bf16_activations=bf16)
     plain._fused = None
     x = embeds(fused, 10, seed=3)
     outs = {}

@@ -117,7 +117,8 @@ def test_failed_int8_conversion_installs_nothing(fresh_dir: Path, monkeypatch: p
     assert sorted(p.name for p in fresh_dir.iterdir()) == before and not has_runtime(fresh_dir, "int8")
 
 
-def test_int8_layers_run_through_linear_int8(int8_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("fused", [True, False])
+def test_int8_layers_run_through_linear_int8(int8_dir: Path, fused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, int]] = []
     real = ops.linear_int8
 
@@ -126,16 +127,46 @@ def test_int8_layers_run_through_linear_int8(int8_dir: Path, monkeypatch: pytest
         return real(x, w, w_scale, bias)
 
     monkeypatch.setattr(ops, "linear_int8", counting)
+    if not fused:
+        monkeypatch.setattr(ops, "_kernels", None)  # no compiled kernels: no fused layers
     with Qwen3Recognizer.load(int8_dir, Qwen3Options(precision="int8", threads=1, max_new_tokens=2)) as rec:
         cfg = rec.config
-        assert rec.decoder._fused is None and not rec.backbone.bf16_activations
+        assert (rec.decoder._fused is not None) == fused and not rec.backbone.bf16_activations
         ids = rec.generate(tone(1.0), max_new_tokens=2)
     assert len(ids) == 2
     layers_per_token = 7 * cfg.text.num_layers
     encoder = 6 * cfg.audio.num_layers + 3  # + conv_out, proj1, proj2
-    # one encoder pass, the prefill and one more token (the second choice needs the first's step)
-    assert len(calls) == encoder + 2 * layers_per_token
+    # one encoder pass, the prefill and one more token (the second choice needs the first's step),
+    # whose layers are fused calls where the kernels are compiled
+    assert len(calls) == encoder + (1 if fused else 2) * layers_per_token
     assert (cfg.output_rows, cfg.text.hidden_size) not in calls  # the head stays float
+
+
+@pytest.mark.parametrize("variant", ["generic", *VARIANTS])
+def test_int8_fused_decode_gives_the_op_paths_ids_and_logits(
+    int8_dir: Path, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = cpu.load_variant(variant)
+    if module is None:
+        pytest.skip(f"the {variant} kernels are not built here")
+    monkeypatch.setattr(ops, "_kernels", module)
+    pcm = tone(1.5)
+    with Qwen3Recognizer.load(int8_dir, Qwen3Options(precision="int8", threads=2)) as rec:
+        assert rec.decoder._fused is not None
+        embeds = rec.chunk_prompt(pcm)
+        results, generations = [], []
+        for _ in ("fused", "op by op"):
+            results.append(rec.recognize(pcm, None, 12, keep_first_logits=True).generation)
+            generations.append(rec.decoder.generate(embeds, 12, eos_ids=(), keep_logits=True))
+            rec.decoder._fused = None  # from now on every step op by op, through ops.linear_int8
+    assert results[0].ids == results[1].ids and results[0].finished == results[1].finished
+    assert results[0].first_logits is not None and results[1].first_logits is not None
+    assert np.array_equal(results[0].first_logits.view(np.uint32), results[1].first_logits.view(np.uint32))
+    fused, plain = generations
+    assert fused.ids == plain.ids and len(fused.ids) == 12
+    assert fused.logits is not None and plain.logits is not None
+    for step, (a, b) in enumerate(zip(fused.logits, plain.logits, strict=True)):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"logits of choice {step}"
 
 
 def test_int8_is_close_to_fp32(int8_dir: Path, tiny_checkpoint: Path, tmp_path: Path) -> None:

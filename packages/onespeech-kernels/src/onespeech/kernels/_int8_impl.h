@@ -127,15 +127,18 @@ static inline int32_t os_i8_hsum256(__m256i v) {
 #endif
 
 #if defined(__AVX512BW__)
-static inline __attribute__((always_inline)) __m512i os_i8_step512(__m512i acc, __m512i xv, __m512i wv) {
-    __m512i a = _mm512_abs_epi8(wv);
-    __m512i b = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), _mm512_setzero_si512(), xv);
+/* acc + the products of a = |w| (unsigned) and b = x * sign(w), four adjacent ones summed per int32 lane */
+static inline __attribute__((always_inline)) __m512i os_i8_acc512(__m512i acc, __m512i a, __m512i b) {
 #if defined(__AVX512VNNI__)
     return _mm512_dpbusd_epi32(acc, a, b);
 #else
     __m512i p = _mm512_maddubs_epi16(a, b);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 #endif
+}
+static inline __attribute__((always_inline)) __m512i os_i8_step512(__m512i acc, __m512i xv, __m512i wv) {
+    __m512i b = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(wv), _mm512_setzero_si512(), xv);
+    return os_i8_acc512(acc, _mm512_abs_epi8(wv), b);
 }
 #endif
 
@@ -214,11 +217,42 @@ static inline int32_t os_i8_dot1(const int8_t *x, const int8_t *w, os_idx K) {
 }
 
 /* acc[i][r] = x_i . w_r for two activation rows and four weight rows: each
- * weight vector is loaded and made unsigned (|w|) once for both rows */
+ * weight vector is loaded and made unsigned (|w|, and its sign mask on
+ * AVX-512) once for both rows */
 static inline void os_i8_dot2x4(const int8_t *x0, const int8_t *x1, const int8_t *const w[4], os_idx K,
                                 int32_t acc[2][4]) {
     os_idx k = 0;
     int32_t s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#if defined(__AVX512BW__)
+    {
+        const __m512i zero = _mm512_setzero_si512();
+        __m512i a00 = zero, a01 = zero, a02 = zero, a03 = zero, a10 = zero, a11 = zero, a12 = zero, a13 = zero;
+#define OS_I8_STEP2_512(r, A0, A1)                                                       \
+    do {                                                                                 \
+        __m512i wv = _mm512_loadu_si512((const void *)(w[r] + k)), wa = _mm512_abs_epi8(wv); \
+        __mmask64 neg = _mm512_movepi8_mask(wv);                                         \
+        A0 = os_i8_acc512(A0, wa, _mm512_mask_sub_epi8(xv0, neg, zero, xv0));           \
+        A1 = os_i8_acc512(A1, wa, _mm512_mask_sub_epi8(xv1, neg, zero, xv1));           \
+    } while (0)
+        for (; k + 64 <= K; k += 64) {
+            __m512i xv0 = _mm512_loadu_si512((const void *)(x0 + k));
+            __m512i xv1 = _mm512_loadu_si512((const void *)(x1 + k));
+            OS_I8_STEP2_512(0, a00, a10);
+            OS_I8_STEP2_512(1, a01, a11);
+            OS_I8_STEP2_512(2, a02, a12);
+            OS_I8_STEP2_512(3, a03, a13);
+        }
+#undef OS_I8_STEP2_512
+        s[0][0] = _mm512_reduce_add_epi32(a00);
+        s[0][1] = _mm512_reduce_add_epi32(a01);
+        s[0][2] = _mm512_reduce_add_epi32(a02);
+        s[0][3] = _mm512_reduce_add_epi32(a03);
+        s[1][0] = _mm512_reduce_add_epi32(a10);
+        s[1][1] = _mm512_reduce_add_epi32(a11);
+        s[1][2] = _mm512_reduce_add_epi32(a12);
+        s[1][3] = _mm512_reduce_add_epi32(a13);
+    }
+#endif
 #if defined(__AVX2__)
     {
         const __m256i ones = _mm256_set1_epi16(1);
@@ -239,14 +273,14 @@ static inline void os_i8_dot2x4(const int8_t *x0, const int8_t *x1, const int8_t
             OS_I8_STEP2(3, a03, a13);
         }
 #undef OS_I8_STEP2
-        s[0][0] = os_i8_hsum256(a00);
-        s[0][1] = os_i8_hsum256(a01);
-        s[0][2] = os_i8_hsum256(a02);
-        s[0][3] = os_i8_hsum256(a03);
-        s[1][0] = os_i8_hsum256(a10);
-        s[1][1] = os_i8_hsum256(a11);
-        s[1][2] = os_i8_hsum256(a12);
-        s[1][3] = os_i8_hsum256(a13);
+        s[0][0] += os_i8_hsum256(a00);
+        s[0][1] += os_i8_hsum256(a01);
+        s[0][2] += os_i8_hsum256(a02);
+        s[0][3] += os_i8_hsum256(a03);
+        s[1][0] += os_i8_hsum256(a10);
+        s[1][1] += os_i8_hsum256(a11);
+        s[1][2] += os_i8_hsum256(a12);
+        s[1][3] += os_i8_hsum256(a13);
     }
 #endif
     for (; k < K; k++)
@@ -281,9 +315,8 @@ void os_i8_gemv_rows(const int8_t *q, float sx, const int8_t *w, const float *sw
 /* y[m, n] for m in [m0, m1), n in [n0, n1): the codes q (M, K) with row scales sx
  * times w (N, K) int8 with row scales sw, plus bias (N) or NULL; y is (M, N).
  * Weight rows four at a time (a 4 KiB group at K = 1024 stays in L1 while the
- * activation rows pass), two activation rows at a time on AVX2 (each weight
- * vector made unsigned once for both); AVX-512 builds take one row at a time
- * through their 64-byte loop. */
+ * activation rows pass), two activation rows at a time (each weight vector
+ * made unsigned, and on AVX-512 its sign mask taken, once for both). */
 void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const float *sw, os_idx K,
                      const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1) {
     os_idx n = n0;
@@ -291,7 +324,6 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
     for (; n + 4 <= n1; n += 4) {
         const int8_t *const wr[4] = {w + n * K, w + (n + 1) * K, w + (n + 2) * K, w + (n + 3) * K};
         os_idx m = m0;
-#if !defined(__AVX512BW__)
         int32_t acc2[2][4];
         for (; m + 2 <= m1; m += 2) {
             os_i8_dot2x4(q + m * K, q + (m + 1) * K, wr, K, acc2);
@@ -299,7 +331,6 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
                 for (int r = 0; r < 4; r++)
                     y[(m + i) * N + n + r] = os_i8_dequant(acc2[i][r], sx[m + i], sw[n + r], bias, n + r);
         }
-#endif
         for (; m < m1; m++) {
             os_i8_dot4(q + m * K, wr[0], wr[1], wr[2], wr[3], K, acc);
             for (int r = 0; r < 4; r++) y[m * N + n + r] = os_i8_dequant(acc[r], sx[m], sw[n + r], bias, n + r);

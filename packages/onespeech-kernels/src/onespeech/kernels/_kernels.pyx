@@ -761,6 +761,57 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
         free(sx)
 
 
+cdef void _i8_span(const signed char *q, const float *sx, os_idx B, const void **ws, const float **scales,
+                   float **ys, const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1,
+                   bint to_bf16) noexcept nogil:
+    """Rows [r0, r1) of the int8 matrices ws[0..n) taken one after another, for the B
+    quantized activation rows q (B, K) with scales sx; ys[j] is (B, rows[j])."""
+    cdef os_idx start = 0, a, b
+    cdef int j
+    for j in range(n):
+        a = max(r0, start) - start
+        b = min(r1, start + rows[j]) - start
+        if a < b:
+            if B == 1:  # linear_int8's decode GEMV (four far-apart streams)
+                os_i8_gemv_rows(q, sx[0], <const signed char *> ws[j], scales[j], K, NULL, ys[j], a, b)
+            else:  # four weight rows at a time for all B rows: the codes are read once
+                os_i8_gemm_rows(q, sx, <const signed char *> ws[j], scales[j], K, NULL, ys[j], rows[j], 0, B, a, b)
+            if to_bf16:
+                _round_columns(ys[j], B, rows[j], a, b)
+        start += rows[j]
+
+
+cdef int _i8_many(const float *x, os_idx B, const void **ws, const float **scales, float **ys,
+                  const os_idx *rows, int n, os_idx K, int n_threads, bint to_bf16) noexcept nogil:
+    """ys[j][b] = linear_int8(x[b], ws[j], scales[j]) for B activation rows x (B, K)
+    and n <= MAX_MANY int8 matrices (K <= OS_I8_MAX_K), in one parallel region,
+    each thread one contiguous share of all the matrices' rows; -1 if scratch
+    could not be allocated.
+
+    Each row is quantized once for all the matrices (linear_int8 on each would
+    quantize it to the same codes again). The integer sums are exact and every
+    output is dequantized alone, so each is bit-identical to linear_int8 on its
+    row alone, whatever the split or the number of rows. to_bf16 as in linear_bf16.
+    """
+    cdef os_idx t, total = 0
+    cdef int j, nt
+    cdef signed char *q = <signed char *> malloc(max(1, B * K))
+    cdef float *sx = <float *> malloc(max(1, B) * sizeof(float))
+    if q == NULL or sx == NULL:
+        free(q)
+        free(sx)
+        return -1
+    os_i8_quantize_rows(x, K, 0, B, q, sx)
+    for j in range(n):
+        total += rows[j]
+    nt = _threads_for((total + ROW_BLOCK - 1) // ROW_BLOCK, n_threads)
+    for t in prange(nt, schedule="static", num_threads=nt):
+        _i8_span(q, sx, B, ws, scales, ys, rows, n, K, total * t // nt, total * (t + 1) // nt, to_bf16)
+    free(q)
+    free(sx)
+    return 0
+
+
 def stream_sum(const float[::1] a,  # IN
                int n_threads):
     """sum(a) in per-thread chunks: reads memory at full speed (bandwidth probe)."""
@@ -1091,6 +1142,9 @@ cdef class DecoderLayer:
     the new key/value into the cache, attention over the cache, o projection
     and residual, post-attention RMS norm, gate/up, SwiGLU, down and residual.
     to_bf16 rounds every operator's output as the ops' round_to_bf16 does.
+    Int8 matrices (codes with per-row scales) run linear_int8's arithmetic
+    (_i8_many): q, k and v share one quantization of the normed row, as they
+    share the row, and gate and up another.
     What a call saves is the ~20 Python-level operator calls per layer (and
     their allocations) that cost more than the arithmetic around a GEMV.
 
@@ -1099,29 +1153,46 @@ cdef class DecoderLayer:
     """
 
     cdef object _keep
-    cdef const void *_w[7]   # q, k, v, o, gate, up, down: (N, K) float32 or bf16 bits
+    cdef const void *_w[7]   # q, k, v, o, gate, up, down: (N, K) float32, bf16 bits or int8 codes
     cdef os_idx _rows[7]
     cdef bint _bf16_weights
+    cdef bint _int8
+    cdef const float *_scale[7]  # int8: the codes' per-row scales (N,)
     cdef const float *_norm[4]  # input, post-attention (D,); q, k (head_dim,)
     cdef readonly os_idx hidden_size, n_heads, n_kv_heads, head_dim, intermediate_size
     cdef float _eps
 
     def __init__(self, tuple matrices, tuple norms, os_idx n_heads, os_idx n_kv_heads, os_idx head_dim,
-                 float eps):
+                 float eps, tuple scales=None):
         cdef os_idx cols[7]
         cdef const float[::1] nv
+        cdef const float[::1] sv
+        cdef const signed char[:, ::1] codes
         cdef int i
         if len(matrices) != 7 or len(norms) != 4:
             raise ValueError("a decoder layer takes 7 matrices (q, k, v, o, gate, up, down) and 4 norm weights")
         if len({m.dtype for m in matrices}) != 1:
-            raise ValueError("the layer's matrices mix dtypes; give all float32 or all uint16 (bf16)")
+            raise ValueError("the layer's matrices mix dtypes; give all float32, all uint16 (bf16) or all int8")
         if n_heads < 1 or n_kv_heads < 1 or n_heads % n_kv_heads or head_dim < 2 or head_dim % 2:
             raise ValueError(f"n_heads={n_heads}, n_kv_heads={n_kv_heads}, head_dim={head_dim}: expected "
                              "n_heads a multiple of n_kv_heads and an even head_dim")
-        self._keep = (matrices, norms)
+        self._int8 = matrices[0].dtype.itemsize == 1
+        if self._int8 != (scales is not None) or (scales is not None and len(scales) != 7):
+            raise ValueError("int8 matrices take 7 scale vectors (one per matrix), float matrices none")
+        self._keep = (matrices, norms, scales)
         self._bf16_weights = matrices[0].dtype.itemsize == 2
         for i in range(7):
-            self._w[i] = _matrix_data(matrices[i], &self._rows[i], &cols[i])
+            if self._int8:
+                codes = matrices[i]
+                self._rows[i], cols[i] = codes.shape[0], codes.shape[1]
+                self._w[i] = &codes[0, 0]
+                sv = scales[i]
+                if sv.shape[0] != self._rows[i] or cols[i] > OS_I8_MAX_K:
+                    raise ValueError(f"int8 matrix {i} has {self._rows[i]} rows of {cols[i]} codes and {sv.shape[0]} "
+                                     f"scales; expected one scale per row and at most {OS_I8_MAX_K} codes per row")
+                self._scale[i] = &sv[0]
+            else:
+                self._w[i] = _matrix_data(matrices[i], &self._rows[i], &cols[i])
         D, I = cols[0], self._rows[4]
         expected = [(n_heads * head_dim, D), (n_kv_heads * head_dim, D), (n_kv_heads * head_dim, D),
                     (D, n_heads * head_dim), (I, D), (I, D), (D, I)]
@@ -1138,6 +1209,19 @@ cdef class DecoderLayer:
         self.hidden_size, self.n_heads, self.n_kv_heads = D, n_heads, n_kv_heads
         self.head_dim, self.intermediate_size = head_dim, I
         self._eps = eps
+
+    cdef int _products(self, const float *x, os_idx B, int first, int n, os_idx K, float **ys, int n_threads,
+                       bint to_bf16) noexcept nogil:
+        """ys[j][b] = x[b] @ matrix[first + j].T for B rows x (B, K), in one parallel region,
+        each row as the one-row product of its kind gives it; -1 if scratch could not be allocated."""
+        if self._int8:
+            return _i8_many(x, B, &self._w[first], &self._scale[first], ys, &self._rows[first], n, K, n_threads,
+                            to_bf16)
+        if B == 1:
+            return _gemv_many(x, &self._w[first], self._bf16_weights, ys, &self._rows[first], n, K, n_threads,
+                              to_bf16)
+        return _bgemv_many(x, B, &self._w[first], self._bf16_weights, NULL, ys, &self._rows[first], n, K, n_threads,
+                           to_bf16)
 
     def step(self,
              float[::1] hidden,         # IN/OUT (D,) the residual stream, updated in place
@@ -1190,7 +1274,7 @@ cdef class DecoderLayer:
             # attention block: q, k, v share the normed row
             _rms_norm_rounded(h, self._norm[0], eps, x, D, to_bf16)
             ys[0], ys[1], ys[2] = q, k, v
-            rc = _gemv_many(x, &self._w[0], self._bf16_weights, ys, &self._rows[0], 3, D, n_threads, to_bf16)
+            rc = self._products(x, 1, 0, 3, D, ys, n_threads, to_bf16)
             if rc == 0:
                 for i in range(H):
                     _rms_norm_rounded(q + i * hd, self._norm[2], eps, q + i * hd, hd, to_bf16)
@@ -1211,21 +1295,19 @@ cdef class DecoderLayer:
                                      pos + 1, Hkv, pos, scale, att, n_threads, to_bf16)
             if rc == 0:
                 ys[0] = o
-                rc = _gemv_many(att, &self._w[3], self._bf16_weights, ys, &self._rows[3], 1, qn, n_threads,
-                                to_bf16)
+                rc = self._products(att, 1, 3, 1, qn, ys, n_threads, to_bf16)
             if rc == 0:
                 _add_rounded(h, o, D, to_bf16)
                 # MLP block
                 _rms_norm_rounded(h, self._norm[1], eps, x, D, to_bf16)
                 ys[0], ys[1] = gate, up
-                rc = _gemv_many(x, &self._w[4], self._bf16_weights, ys, &self._rows[4], 2, D, n_threads, to_bf16)
+                rc = self._products(x, 1, 4, 2, D, ys, n_threads, to_bf16)
             if rc == 0:
                 os_swiglu(gate, up, act, I)
                 if to_bf16:
                     os_round_bf16(act, act, I)
                 ys[0] = o
-                rc = _gemv_many(act, &self._w[6], self._bf16_weights, ys, &self._rows[6], 1, I, n_threads,
-                                to_bf16)
+                rc = self._products(act, 1, 6, 1, I, ys, n_threads, to_bf16)
             if rc == 0:
                 _add_rounded(h, o, D, to_bf16)
         free(buf)
@@ -1409,7 +1491,7 @@ def decoder_layer_step_batch(DecoderLayer layer,
     cdef os_idx B = hidden.shape[0], D = layer.hidden_size, H = layer.n_heads, Hkv = layer.n_kv_heads
     cdef os_idx hd = layer.head_dim, I = layer.intermediate_size, qn = H * hd, kn = Hkv * hd, i, b
     cdef float eps = layer._eps
-    cdef bint bf16kv, wb = layer._bf16_weights
+    cdef bint bf16kv
     cdef float *buf
     cdef float *x
     cdef float *q
@@ -1496,7 +1578,7 @@ def decoder_layer_step_batch(DecoderLayer layer,
             for b in range(B):
                 _rms_norm_rounded(h + b * D, layer._norm[0], eps, x + b * D, D, to_bf16)
             ys[0], ys[1], ys[2] = q, k, v
-            rc = _bgemv_many(x, B, &layer._w[0], wb, NULL, ys, &layer._rows[0], 3, D, n_threads, to_bf16)
+            rc = layer._products(x, B, 0, 3, D, ys, n_threads, to_bf16)
             if rc == 0:
                 for b in range(B):
                     for i in range(H):
@@ -1519,21 +1601,21 @@ def decoder_layer_step_batch(DecoderLayer layer,
                 rc = _attention_batch(qr, kp, vp, bf16kv, pos, B, H, hd, Hkv, scale, att, n_threads, to_bf16)
             if rc == 0:
                 ys[0] = o
-                rc = _bgemv_many(att, B, &layer._w[3], wb, NULL, ys, &layer._rows[3], 1, qn, n_threads, to_bf16)
+                rc = layer._products(att, B, 3, 1, qn, ys, n_threads, to_bf16)
             if rc == 0:
                 for b in range(B):
                     _add_rounded(h + b * D, o + b * D, D, to_bf16)
                     # MLP block
                     _rms_norm_rounded(h + b * D, layer._norm[1], eps, x + b * D, D, to_bf16)
                 ys[0], ys[1] = gate, up
-                rc = _bgemv_many(x, B, &layer._w[4], wb, NULL, ys, &layer._rows[4], 2, D, n_threads, to_bf16)
+                rc = layer._products(x, B, 4, 2, D, ys, n_threads, to_bf16)
             if rc == 0:
                 for b in range(B):
                     os_swiglu(gate + b * I, up + b * I, act + b * I, I)
                     if to_bf16:
                         os_round_bf16(act + b * I, act + b * I, I)
                 ys[0] = o
-                rc = _bgemv_many(act, B, &layer._w[6], wb, NULL, ys, &layer._rows[6], 1, I, n_threads, to_bf16)
+                rc = layer._products(act, B, 6, 1, I, ys, n_threads, to_bf16)
             if rc == 0:
                 for b in range(B):
                     _add_rounded(h + b * D, o + b * D, D, to_bf16)

@@ -1033,6 +1033,12 @@ class DecoderLayer:
     step calls about 20 ops per layer, each costing a few microseconds of Python
     and allocation around a little arithmetic; this makes it one call.
 
+    With int8 matrices every product is `linear_int8`'s (the row quantized per
+    call, exact int32 sums, the same dequantization), so the layer equals the
+    op-by-op path that runs `linear_int8` per matrix; q, k and v take one
+    quantization of their shared row (the codes `linear_int8` would compute
+    for each), gate and up another.
+
     Build it with `decoder_layer`, which returns None where no compiled kernels
     are loaded (the caller then runs the ops one by one).
     """
@@ -1121,35 +1127,69 @@ def decoder_layer(
     n_kv_heads: int,
     head_dim: int,
     eps: float,
+    scales: tuple[np.ndarray, ...] | None = None,
 ) -> DecoderLayer | None:
     """A fused `DecoderLayer` over one layer's weights, or None without compiled kernels.
 
     Parameters
     ----------
-    matrices : 7 ndarrays[float32 | uint16 (bf16)], one dtype
+    matrices : 7 ndarrays[float32 | uint16 (bf16) | int8], one dtype
         q (n_heads * head_dim, D), k and v (n_kv_heads * head_dim, D),
-        o (D, n_heads * head_dim), gate and up (I, D), down (D, I).
+        o (D, n_heads * head_dim), gate and up (I, D), down (D, I). int8: the
+        codes of `linear_int8`'s weights (K <= INT8_MAX_K).
     norms : 4 ndarrays[float32 | uint16 (bf16)]
         input and post-attention RMS norm weights (D,), q and k norm weights (head_dim,).
     n_heads, n_kv_heads, head_dim : int
         n_heads a multiple of n_kv_heads, head_dim even.
     eps : float
         The RMS norms' epsilon.
+    scales : 7 ndarrays[float32], shape (N_i,), optional
+        With int8 matrices (and only then): each one's per-row scales, as
+        `linear_int8` takes them.
 
     Returns
     -------
     DecoderLayer or None
+
+    Raises
+    ------
+    ValueError
+        Matrices of mixed dtypes, int8 matrices without their scales (or float
+        ones with scales), or a shape that does not fit the dimensions.
     """
     if _kernels is None:
         return None
-    mats = tuple(_weight(f"matrices[{i}]", m) for i, m in enumerate(matrices))
+    mats = tuple(_array(f"matrices[{i}]", m, (np.float32, np.uint16, np.int8)) for i, m in enumerate(matrices))
     vecs = tuple(_weight(f"norms[{i}]", v) for i, v in enumerate(norms))
     for i, m in enumerate(mats):
         _ndim(f"matrices[{i}]", m, 2, "(N, K)")
     for i, v in enumerate(vecs):
         _ndim(f"norms[{i}]", v, 1, "(D,)")
+    dtypes = sorted({str(m.dtype) for m in mats})
+    if len(dtypes) > 1:
+        raise ValueError(f"matrices mix dtypes {dtypes}; give all float32, all uint16 (bf16) or all int8 codes")
     vecs = tuple(_f32(v) for v in vecs)
-    return DecoderLayer(_kernels.DecoderLayer(mats, vecs, n_heads, n_kv_heads, head_dim, _eps(eps)))
+    if dtypes == ["int8"]:
+        kernel_scales: tuple[np.ndarray, ...] | None = _int8_scales(mats, scales)
+    elif scales is not None:
+        raise ValueError(f"scales were given for {' '.join(dtypes) or 'no'} matrices; only int8 matrices take scales")
+    else:
+        kernel_scales = None
+    return DecoderLayer(_kernels.DecoderLayer(mats, vecs, n_heads, n_kv_heads, head_dim, _eps(eps), kernel_scales))
+
+
+def _int8_scales(codes: tuple[np.ndarray, ...], scales: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, ...]:
+    """The per-row scales of int8 matrices, checked as `linear_int8` checks them."""
+    if scales is None or len(scales) != len(codes):
+        given = "none" if scales is None else len(scales)
+        raise ValueError(f"int8 matrices need one float32 scale vector each: {len(codes)} expected, {given} given")
+    checked = tuple(_array(f"scales[{i}]", s) for i, s in enumerate(scales))
+    for i, (w, s) in enumerate(zip(codes, checked, strict=True)):
+        if s.shape != (w.shape[0],):
+            raise ValueError(f"scales[{i}] has shape {s.shape}; expected ({w.shape[0]},), one per row of matrices[{i}]")
+        if w.shape[1] > INT8_MAX_K:
+            raise ValueError(f"matrices[{i}] has K={w.shape[1]}; int8 products take K <= {INT8_MAX_K}")
+    return checked
 
 
 # batched decode --------------------------------------------------------------------------

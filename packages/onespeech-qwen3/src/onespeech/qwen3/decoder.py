@@ -30,7 +30,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from onespeech.kernels import int8matrix, ops
 from onespeech.kernels.cancel import Cancel
-from onespeech.kernels.int8matrix import matrix
+from onespeech.kernels.int8matrix import Int8Matrix, matrix
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
 from onespeech.qwen3.errors import raise_if_recognition_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensors_under
@@ -183,15 +183,18 @@ class Qwen3Decoder:
         layers = []
         for layer in range(d.num_layers):
             p = f"layers.{layer}."
-            if any(w[f"{p}{m}.weight"].dtype == np.int8 for m in matrices):
-                return None  # INT8 layers run op by op (`_layer`), through ops.linear_int8
+            ws = [matrix(w, f"{p}{m}.weight") for m in matrices]
+            scales = tuple(m.scale for m in ws if isinstance(m, Int8Matrix))
+            if scales and len(scales) != len(ws):
+                return None  # int8 beside float matrices: the op path (`_layer`) takes each as it is
             fused = ops.decoder_layer(
-                tuple(w[f"{p}{m}.weight"] for m in matrices),
+                tuple(m.codes if isinstance(m, Int8Matrix) else m for m in ws),
                 tuple(w[f"{p}{m}.weight"] for m in norms),
                 n_heads=d.num_heads,
                 n_kv_heads=d.num_kv_heads,
                 head_dim=d.head_dim,
                 eps=d.rms_norm_eps,
+                scales=scales or None,
             )
             if fused is None:
                 return None
