@@ -709,6 +709,59 @@ def quantize_int8(const float[:, ::1] x,     # IN  (M, K)
                             &q[0, 0], &scale[0])
 
 
+cdef void _i8_span(const signed char *q, const float *sx, os_idx B, const void **ws, const float **scales,
+                   const float *bias, float **ys, const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1,
+                   bint to_bf16) noexcept nogil:
+    """Rows [r0, r1) of the int8 matrices ws[0..n) taken one after another, for the B
+    quantized activation rows q (B, K) with scales sx; ys[j] is (B, rows[j])."""
+    cdef os_idx start = 0, a, b
+    cdef int j
+    for j in range(n):
+        a = max(r0, start) - start
+        b = min(r1, start + rows[j]) - start
+        if a < b:
+            if B == 1:  # linear_int8's decode GEMV (four far-apart streams)
+                os_i8_gemv_rows(q, sx[0], <const signed char *> ws[j], scales[j], K, bias, ys[j], a, b)
+            else:  # four weight rows at a time for all B rows: the codes are read once
+                os_i8_gemm_rows(q, sx, <const signed char *> ws[j], scales[j], K, bias, ys[j], rows[j], 0, B, a, b)
+            if to_bf16:
+                _round_columns(ys[j], B, rows[j], a, b)
+        start += rows[j]
+
+
+cdef int _i8_many(const float *x, os_idx B, const void **ws, const float **scales, float **ys,
+                  const os_idx *rows, int n, os_idx K, int n_threads, bint to_bf16,
+                  const float *bias=NULL) noexcept nogil:
+    """ys[j][b] = linear_int8(x[b], ws[j], scales[j]) for B activation rows x (B, K)
+    and n <= MAX_MANY int8 matrices (K <= OS_I8_MAX_K), in one parallel region,
+    each thread one contiguous share of all the matrices' rows; -1 if scratch
+    could not be allocated.
+
+    Each row is quantized once for all the matrices (linear_int8 on each would
+    quantize it to the same codes again). The integer sums are exact and every
+    output is dequantized alone, so each is bit-identical to linear_int8 on its
+    row alone, whatever the split or the number of rows. to_bf16 as in linear_bf16;
+    bias (n = 1 only: one matrix's (N,)) is added as linear_int8 adds it.
+    """
+    cdef os_idx t, total = 0
+    cdef int j, nt
+    cdef signed char *q = <signed char *> malloc(max(1, B * K))
+    cdef float *sx = <float *> malloc(max(1, B) * sizeof(float))
+    if q == NULL or sx == NULL:
+        free(q)
+        free(sx)
+        return -1
+    os_i8_quantize_rows(x, K, 0, B, q, sx)
+    for j in range(n):
+        total += rows[j]
+    nt = _threads_for((total + ROW_BLOCK - 1) // ROW_BLOCK, n_threads)
+    for t in prange(nt, schedule="static", num_threads=nt):
+        _i8_span(q, sx, B, ws, scales, bias, ys, rows, n, K, total * t // nt, total * (t + 1) // nt, to_bf16)
+    free(q)
+    free(sx)
+    return 0
+
+
 def linear_int8(const float[:, ::1] x,          # IN  (M, K)
                 const signed char[:, ::1] w,    # IN  (N, K) int8 codes, K <= INT8_MAX_K
                 const float[::1] w_scale,       # IN  (N,)
@@ -727,11 +780,21 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
     cdef const float *bp = &bias[0] if bias is not None else NULL
     cdef signed char *q
     cdef float *sx
-    cdef int nt
+    cdef const void *wp[1]
+    cdef const float *sp[1]
+    cdef float *yp[1]
+    cdef int rc
     if M == 0 or N == 0:
         return
     if K > OS_I8_MAX_K:
         raise ValueError(f"int8 products take K <= {OS_I8_MAX_K}, got {K}")
+    if M == 1:  # the decode GEMV: the fused layer's products, with one matrix
+        wp[0], sp[0], yp[0] = &w[0, 0], &w_scale[0], &y[0, 0]
+        with nogil:
+            rc = _i8_many(&x[0, 0], 1, wp, sp, yp, &N, 1, K, n_threads, False, bp)
+        if rc:
+            raise MemoryError(f"int8 products need {K} bytes of activation codes")
+        return
     q = <signed char *> malloc(max(1, M * K))
     sx = <float *> malloc(M * sizeof(float))
     if q == NULL or sx == NULL:
@@ -740,76 +803,18 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
         raise MemoryError(f"int8 products need {M * K} bytes of activation codes")
     try:
         with nogil:
-            if M == 1:
-                os_i8_quantize_rows(&x[0, 0], K, 0, 1, q, sx)
-                nt = _threads_for((N + ROW_BLOCK - 1) // ROW_BLOCK, n_threads)
-                for t in prange(nt, schedule="static", num_threads=nt):
-                    os_i8_gemv_rows(q, sx[0], &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N * t // nt,
-                                    N * (t + 1) // nt)
-            else:
-                for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
-                    os_i8_quantize_rows(&x[0, 0], K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
-                n_mb = (M + I8_MB - 1) // I8_MB
-                n_nb = (N + I8_NB - 1) // I8_NB
-                for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
-                    m0 = (t % n_mb) * I8_MB
-                    n0 = (t // n_mb) * I8_NB
-                    os_i8_gemm_rows(q, sx, &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N, m0, min(M, m0 + I8_MB),
-                                    n0, min(N, n0 + I8_NB))
+            for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
+                os_i8_quantize_rows(&x[0, 0], K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
+            n_mb = (M + I8_MB - 1) // I8_MB
+            n_nb = (N + I8_NB - 1) // I8_NB
+            for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
+                m0 = (t % n_mb) * I8_MB
+                n0 = (t // n_mb) * I8_NB
+                os_i8_gemm_rows(q, sx, &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N, m0, min(M, m0 + I8_MB),
+                                n0, min(N, n0 + I8_NB))
     finally:
         free(q)
         free(sx)
-
-
-cdef void _i8_span(const signed char *q, const float *sx, os_idx B, const void **ws, const float **scales,
-                   float **ys, const os_idx *rows, int n, os_idx K, os_idx r0, os_idx r1,
-                   bint to_bf16) noexcept nogil:
-    """Rows [r0, r1) of the int8 matrices ws[0..n) taken one after another, for the B
-    quantized activation rows q (B, K) with scales sx; ys[j] is (B, rows[j])."""
-    cdef os_idx start = 0, a, b
-    cdef int j
-    for j in range(n):
-        a = max(r0, start) - start
-        b = min(r1, start + rows[j]) - start
-        if a < b:
-            if B == 1:  # linear_int8's decode GEMV (four far-apart streams)
-                os_i8_gemv_rows(q, sx[0], <const signed char *> ws[j], scales[j], K, NULL, ys[j], a, b)
-            else:  # four weight rows at a time for all B rows: the codes are read once
-                os_i8_gemm_rows(q, sx, <const signed char *> ws[j], scales[j], K, NULL, ys[j], rows[j], 0, B, a, b)
-            if to_bf16:
-                _round_columns(ys[j], B, rows[j], a, b)
-        start += rows[j]
-
-
-cdef int _i8_many(const float *x, os_idx B, const void **ws, const float **scales, float **ys,
-                  const os_idx *rows, int n, os_idx K, int n_threads, bint to_bf16) noexcept nogil:
-    """ys[j][b] = linear_int8(x[b], ws[j], scales[j]) for B activation rows x (B, K)
-    and n <= MAX_MANY int8 matrices (K <= OS_I8_MAX_K), in one parallel region,
-    each thread one contiguous share of all the matrices' rows; -1 if scratch
-    could not be allocated.
-
-    Each row is quantized once for all the matrices (linear_int8 on each would
-    quantize it to the same codes again). The integer sums are exact and every
-    output is dequantized alone, so each is bit-identical to linear_int8 on its
-    row alone, whatever the split or the number of rows. to_bf16 as in linear_bf16.
-    """
-    cdef os_idx t, total = 0
-    cdef int j, nt
-    cdef signed char *q = <signed char *> malloc(max(1, B * K))
-    cdef float *sx = <float *> malloc(max(1, B) * sizeof(float))
-    if q == NULL or sx == NULL:
-        free(q)
-        free(sx)
-        return -1
-    os_i8_quantize_rows(x, K, 0, B, q, sx)
-    for j in range(n):
-        total += rows[j]
-    nt = _threads_for((total + ROW_BLOCK - 1) // ROW_BLOCK, n_threads)
-    for t in prange(nt, schedule="static", num_threads=nt):
-        _i8_span(q, sx, B, ws, scales, ys, rows, n, K, total * t // nt, total * (t + 1) // nt, to_bf16)
-    free(q)
-    free(sx)
-    return 0
 
 
 def stream_sum(const float[::1] a,  # IN
