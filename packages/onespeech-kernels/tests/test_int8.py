@@ -5,7 +5,10 @@ defined once (`_int8_impl.h`, `reference.quantize_int8`), so there is no
 tolerance anywhere here except where the int8 result is compared with the
 float64 value of its own dequantized codes (three float32 roundings).
 The AVX-512 (VPMADDUBSW on 64 bytes, VPDPBUSD) paths are only compiled on
-an AVX2 machine; they are checked wherever a CPU runs those builds.
+an AVX2 machine; they are checked wherever a CPU runs those builds. VNNI
+builds take products of PANEL_ROWS or more activation rows through packed
+weight panels (codes offset to unsigned, a column-sum correction taken modulo
+2^32), so the exactness tests run with that many rows too.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ RNG = np.random.default_rng(0)  # reseeded for each test by conftest._per_test_s
 # odd N and K, K below / off every vector width (32 and 64 bytes), one token and batches
 SHAPES = [(1, 1, 1), (1, 7, 31), (1, 33, 32), (1, 130, 1024), (1, 5, 1000), (2, 9, 63), (3, 64, 65),
           (5, 67, 129), (70, 131, 200), (129, 66, 97)]
+
+
+# activation rows from which VNNI builds run packed panels (I8_PANEL_MIN_ROWS in _kernels.pyx)
+PANEL_ROWS = 16
 
 
 def _variant(name: str):
@@ -83,6 +90,28 @@ def test_extreme_codes_sum_exactly(k: int) -> None:
     q, sx = reference.quantize_int8(x)
     assert np.array_equal(np.abs(q), np.full((4, k), 127, np.int8))
     exact = q.astype(np.int64) @ w.astype(np.int64).T
+    want = reference.linear_int8(x, w, scale, None)
+    assert np.array_equal(want, exact.astype(np.float32) * (sx[:, None] * scale))
+    for name in VARIANTS:
+        assert _same(_linear(name, x, w, scale, None), want), name
+
+
+@pytest.mark.parametrize("k", [1, 3, 4, 5, 64, 1027, ops.INT8_MAX_K])
+def test_extreme_codes_sum_exactly_on_many_rows(k: int) -> None:
+    """The same extremes through the panel path: (x + 128) w sums wrap past 2^32 at the largest K
+    (255 x 127 x 131072), and the correction 128 sum(w) brings them back to the exact sum."""
+    m = PANEL_ROWS + 1
+    signs = np.where(RNG.random((m, k)) < 0.5, -1.0, 1.0).astype(np.float32)
+    x = signs.copy()
+    x[1::3] = 1  # all +127
+    x[2::3] = -1  # all -127
+    w = np.stack([np.full(k, -128, np.int8), np.full(k, 127, np.int8), np.full(k, -127, np.int8)]
+                 + [np.where(signs[i] < 0, -128, 127).astype(np.int8) for i in range(0, m, 4)]
+                 + [RNG.integers(-128, 128, k, dtype=np.int8) for _ in range(48)])
+    scale = np.ones(w.shape[0], np.float32)
+    q, sx = reference.quantize_int8(x)
+    exact = q.astype(np.int64) @ w.astype(np.int64).T
+    assert np.abs(exact).max() < 2**31
     want = reference.linear_int8(x, w, scale, None)
     assert np.array_equal(want, exact.astype(np.float32) * (sx[:, None] * scale))
     for name in VARIANTS:
@@ -213,7 +242,8 @@ def test_ops_checks_its_arguments() -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(m=st.integers(1, 9), n=st.integers(1, 40), k=st.integers(1, 300), seed=st.integers(0, 2**32 - 1),
+@given(m=st.sampled_from([1, 2, 3, 9, PANEL_ROWS - 1, PANEL_ROWS, PANEL_ROWS + 1, 25, 40]), n=st.integers(1, 110),
+       k=st.integers(1, 300), seed=st.integers(0, 2**32 - 1),
        spread=st.sampled_from([1e-30, 1.0, 1e30]))
 def test_any_shape_gives_the_same_bits_everywhere(m: int, n: int, k: int, seed: int, spread: float) -> None:
     rng = np.random.default_rng(seed)

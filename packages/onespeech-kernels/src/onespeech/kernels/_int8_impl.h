@@ -36,7 +36,8 @@
  * - AVX-512BW: the same on 64 weights, the sign applied by a masked subtract
  *   (AVX-512 has no VPSIGNB);
  * - AVX-512 VNNI: a and b as above into VPDPBUSD (four u8 x s8 products summed
- *   into int32 lanes, no intermediate saturation).
+ *   into int32 lanes, no intermediate saturation); with many activation rows,
+ *   packed weight panels and unsigned codes x + 128 instead (os_i8_gemm_panels).
  * Tails shorter than a vector are summed in scalar code; integer sums are
  * exact, so nothing else depends on the build.
  */
@@ -339,6 +340,171 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
     for (; n < n1; n++)
         for (os_idx m = m0; m < m1; m++)
             y[m * N + n] = os_i8_dequant(os_i8_dot1(q + m * K, w + n * K, K), sx[m], sw[n], bias, n);
+}
+
+/* ---- many activation rows on AVX-512 VNNI: packed weight panels --------------
+ * The row kernels above spend about as many instructions making each weight
+ * vector unsigned (|w|, the sign moved onto x) as on the products. With many
+ * activation rows the other operand order is cheaper: codes x + 128 are
+ * unsigned (1..255), w stays signed, one VPDPBUSD multiplies a broadcast group
+ * of four x codes with four k of 16 weight rows, and
+ *   sum_k x_k w_k = sum_k (x_k + 128) w_k - 128 sum_k w_k
+ * with the column sums taken while the panel is packed. Both sums are taken
+ * modulo 2^32 (VPDPBUSD wraps, the correction is unsigned arithmetic); the true
+ * sum fits int32 (K <= OS_I8_MAX_K), so the difference is that sum, exactly:
+ * the same acc, hence the same bits, as the row kernels.
+ *
+ * A panel holds OS_I8_NR weight rows for every k: group g of four k (the last
+ * one padded with zero weights) is OS_I8_NR x 4 bytes, row-major in the rows.
+ * Activation codes are offset once per call (os_i8_offset_rows), Kp = K rounded
+ * up to 4 bytes per row, the padding 0x80 (code 0). */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define OS_I8_PANEL 1
+#else
+#define OS_I8_PANEL 0
+#endif
+/* weight rows per panel (three vectors of 16) and activation rows per tile:
+ * 24 accumulators, 3 panel vectors and a broadcast fit the 32 registers */
+#define OS_I8_NR 48
+#define OS_I8_MR 8
+
+static inline os_idx os_i8_kp(os_idx K) { return (K + 3) / 4 * 4; }
+
+/* rows [m0, m1) of the codes q (M, K) as x + 128 into xu (M, Kp), padding 0x80 */
+void os_i8_offset_rows(const int8_t *q, os_idx K, os_idx m0, os_idx m1, uint8_t *xu) {
+    const os_idx Kp = os_i8_kp(K);
+    for (os_idx m = m0; m < m1; m++) {
+        for (os_idx k = 0; k < K; k++) xu[m * Kp + k] = (uint8_t)(q[m * K + k] ^ 0x80);
+        for (os_idx k = K; k < Kp; k++) xu[m * Kp + k] = 0x80;
+    }
+}
+
+/* bytes of one packed panel at K */
+static inline os_idx os_i8_panel_bytes(os_idx K) { return os_i8_kp(K) * OS_I8_NR; }
+
+/* weight rows [n0, n0 + nc) of w (N, K), nc <= OS_I8_NR, packed into panel (rows
+ * past nc and k past K are zero); colsum[c] = sum_k w[n0 + c, k] */
+static void os_i8_pack_panel(const int8_t *w, os_idx K, os_idx n0, os_idx nc, int8_t *panel, int32_t *colsum) {
+    const os_idx G = os_i8_kp(K) / 4;
+    memset(panel, 0, (size_t)(G * OS_I8_NR * 4));
+    for (os_idx c = 0; c < OS_I8_NR; c++) colsum[c] = 0;
+    for (os_idx c = 0; c < nc; c++) {
+        const int8_t *row = w + (n0 + c) * K;
+        int32_t s = 0;
+        for (os_idx k = 0; k < K; k++) s += row[k];
+        colsum[c] = s;
+        os_idx g = 0;
+        for (; 4 * g + 4 <= K; g++) memcpy(panel + (g * OS_I8_NR + c) * 4, row + 4 * g, 4);
+        for (os_idx k = 4 * g; k < K; k++) panel[(g * OS_I8_NR + c) * 4 + k - 4 * g] = row[k];
+    }
+}
+
+#if OS_I8_PANEL
+/* acc[i][c] += sum over the panel's k of xu[row i] * panel[c], for OS_I8_MR
+ * activation rows rows[i] (each Kp bytes) and the panel's OS_I8_NR weight rows */
+static inline __attribute__((always_inline)) void os_i8_panel_tile(const uint8_t *const *rows, os_idx G,
+                                                                   const int8_t *panel,
+                                                                   int32_t acc[OS_I8_MR][OS_I8_NR]) {
+    __m512i c00 = _mm512_setzero_si512(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    __m512i c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    __m512i c40 = c00, c41 = c00, c42 = c00, c50 = c00, c51 = c00, c52 = c00;
+    __m512i c60 = c00, c61 = c00, c62 = c00, c70 = c00, c71 = c00, c72 = c00;
+    const uint8_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+    const uint8_t *r4 = rows[4], *r5 = rows[5], *r6 = rows[6], *r7 = rows[7];
+#define OS_I8_ROW(r, C0, C1, C2)                                 \
+    do {                                                         \
+        int32_t x4_;                                             \
+        memcpy(&x4_, (r) + 4 * g, sizeof x4_);                   \
+        __m512i a_ = _mm512_set1_epi32(x4_);                     \
+        C0 = _mm512_dpbusd_epi32(C0, a_, b0);                    \
+        C1 = _mm512_dpbusd_epi32(C1, a_, b1);                    \
+        C2 = _mm512_dpbusd_epi32(C2, a_, b2);                    \
+    } while (0)
+    for (os_idx g = 0; g < G; g++) {
+        const int8_t *p = panel + g * OS_I8_NR * 4;
+        __m512i b0 = _mm512_loadu_si512((const void *)p);
+        __m512i b1 = _mm512_loadu_si512((const void *)(p + 64));
+        __m512i b2 = _mm512_loadu_si512((const void *)(p + 128));
+        OS_I8_ROW(r0, c00, c01, c02);
+        OS_I8_ROW(r1, c10, c11, c12);
+        OS_I8_ROW(r2, c20, c21, c22);
+        OS_I8_ROW(r3, c30, c31, c32);
+        OS_I8_ROW(r4, c40, c41, c42);
+        OS_I8_ROW(r5, c50, c51, c52);
+        OS_I8_ROW(r6, c60, c61, c62);
+        OS_I8_ROW(r7, c70, c71, c72);
+    }
+#undef OS_I8_ROW
+#define OS_I8_STORE(i, C0, C1, C2)                                   \
+    do {                                                             \
+        _mm512_storeu_si512((void *)(acc[i]), C0);                   \
+        _mm512_storeu_si512((void *)(acc[i] + 16), C1);              \
+        _mm512_storeu_si512((void *)(acc[i] + 32), C2);              \
+    } while (0)
+    OS_I8_STORE(0, c00, c01, c02);
+    OS_I8_STORE(1, c10, c11, c12);
+    OS_I8_STORE(2, c20, c21, c22);
+    OS_I8_STORE(3, c30, c31, c32);
+    OS_I8_STORE(4, c40, c41, c42);
+    OS_I8_STORE(5, c50, c51, c52);
+    OS_I8_STORE(6, c60, c61, c62);
+    OS_I8_STORE(7, c70, c71, c72);
+#undef OS_I8_STORE
+}
+#endif
+
+#if OS_I8_PANEL
+/* os_i8_dequant of a whole tile, 16 outputs per vector: the same operations in
+ * the same order (the product kept from fusing with the bias add) */
+static inline void os_i8_panel_dequant(int32_t acc[OS_I8_MR][OS_I8_NR], os_idx mr, const int32_t *colsum,
+                                       const float *sx, const float *sw, const float *bias, float *y, os_idx ldy) {
+    for (int j = 0; j < OS_I8_NR / 16; j++) {
+        const __m512i corr = _mm512_slli_epi32(_mm512_loadu_si512((const void *)(colsum + 16 * j)), 7);
+        const __m512 swv = _mm512_loadu_ps(sw + 16 * j);
+        for (os_idx i = 0; i < mr; i++) {
+            __m512i a = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(acc[i] + 16 * j)), corr);
+            __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swv));
+            __asm__("" : "+v"(p));
+            if (bias) p = _mm512_add_ps(p, _mm512_loadu_ps(bias + 16 * j));
+            _mm512_storeu_ps(y + i * ldy + 16 * j, p);
+        }
+    }
+}
+#endif
+
+/* y[m, n] for every m < M and n in the panels [p0, p1) (panel p: weight rows
+ * [p * OS_I8_NR, ...) of N), as os_i8_gemm_rows gives them; xu from
+ * os_i8_offset_rows, panel scratch of os_i8_panel_bytes(K). Builds without
+ * VNNI never call it (OS_I8_PANEL is 0 there). */
+void os_i8_gemm_panels(const uint8_t *xu, const float *sx, os_idx M, const int8_t *w, const float *sw,
+                       os_idx K, const float *bias, float *y, os_idx N, os_idx p0, os_idx p1, int8_t *panel) {
+#if OS_I8_PANEL
+    const os_idx Kp = os_i8_kp(K), G = Kp / 4;
+    int32_t colsum[OS_I8_NR];
+    int32_t acc[OS_I8_MR][OS_I8_NR] __attribute__((aligned(64)));
+    for (os_idx p = p0; p < p1; p++) {
+        const os_idx n0 = p * OS_I8_NR, nc = N - n0 < OS_I8_NR ? N - n0 : OS_I8_NR;
+        os_i8_pack_panel(w, K, n0, nc, panel, colsum);
+        for (os_idx m = 0; m < M; m += OS_I8_MR) {
+            const os_idx mr = M - m < OS_I8_MR ? M - m : OS_I8_MR;
+            const uint8_t *rows[OS_I8_MR];
+            for (os_idx i = 0; i < OS_I8_MR; i++) rows[i] = xu + (m + (i < mr ? i : 0)) * Kp;
+            os_i8_panel_tile(rows, G, panel, acc);
+            if (nc == OS_I8_NR) {
+                os_i8_panel_dequant(acc, mr, colsum, sx + m, sw + n0, bias ? bias + n0 : NULL, y + m * N + n0, N);
+                continue;
+            }
+            for (os_idx i = 0; i < mr; i++)
+                for (os_idx c = 0; c < nc; c++) {
+                    int32_t a = (int32_t)((uint32_t)acc[i][c] - 128u * (uint32_t)colsum[c]);
+                    y[(m + i) * N + n0 + c] = os_i8_dequant(a, sx[m + i], sw[n0 + c], bias, n0 + c);
+                }
+        }
+    }
+#else
+    (void)xu, (void)sx, (void)M, (void)w, (void)sw, (void)K, (void)bias, (void)y, (void)N, (void)p0, (void)p1,
+        (void)panel;
+#endif
 }
 
 #endif /* ONESPEECH_INT8_IMPL_H */

@@ -97,6 +97,14 @@ cdef extern from "_int8_impl.h" nogil:
                          const float *bias, float *y, os_idx n0, os_idx n1)
     void os_i8_gemm_rows(const signed char *q, const float *sx, const signed char *w, const float *sw, os_idx K,
                          const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1)
+    int OS_I8_PANEL
+    int OS_I8_NR
+    os_idx os_i8_kp(os_idx K)
+    os_idx os_i8_panel_bytes(os_idx K)
+    void os_i8_offset_rows(const signed char *q, os_idx K, os_idx m0, os_idx m1, unsigned char *xu)
+    void os_i8_gemm_panels(const unsigned char *xu, const float *sx, os_idx M, const signed char *w,
+                           const float *sw, os_idx K, const float *bias, float *y, os_idx N, os_idx p0, os_idx p1,
+                           signed char *panel)
 
 VARIANT = OS_VARIANT.decode()
 # gemm_bf16dp runs AVX512_BF16's VDPBF16PS (else the portable definition of its arithmetic)
@@ -694,6 +702,9 @@ cdef enum:
     # while four weight rows at a time sit in L1)
     I8_MB = 64
     I8_NB = 64
+    # from this many activation rows VNNI builds run packed weight panels
+    # (os_i8_gemm_panels): packing a panel costs about what 8 rows of products do
+    I8_PANEL_MIN_ROWS = 16
 
 
 def quantize_int8(const float[:, ::1] x,     # IN  (M, K)
@@ -762,6 +773,35 @@ cdef int _i8_many(const float *x, os_idx B, const void **ws, const float **scale
     return 0
 
 
+cdef void _linear_int8_panels(const float *x, os_idx M, os_idx K, const signed char *w, const float *sw,
+                              const float *bias, float *y, os_idx N, int n_threads) except *:
+    """linear_int8 of M >= I8_PANEL_MIN_ROWS rows on a VNNI build: the codes offset
+    once, then each task one packed panel of OS_I8_NR weight rows for every row."""
+    cdef os_idx Kp = os_i8_kp(K), n_panels = (N + OS_I8_NR - 1) // OS_I8_NR, c, p
+    cdef os_idx n_chunks = (M + I8_QUANT_ROWS - 1) // I8_QUANT_ROWS
+    cdef int nt = _threads_for(n_panels, n_threads)
+    cdef signed char *q = <signed char *> malloc(M * K)
+    cdef float *sx = <float *> malloc(M * sizeof(float))
+    cdef unsigned char *xu = <unsigned char *> malloc(M * Kp)
+    cdef signed char *panels = <signed char *> malloc(nt * os_i8_panel_bytes(K))
+    if q == NULL or sx == NULL or xu == NULL or panels == NULL:
+        free(q)
+        free(sx)
+        free(xu)
+        free(panels)
+        raise MemoryError(f"int8 products need {M * (K + Kp) + nt * os_i8_panel_bytes(K)} bytes of scratch")
+    with nogil:
+        for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
+            os_i8_quantize_rows(x, K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
+            os_i8_offset_rows(q, K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), xu)
+        for p in prange(n_panels, schedule="dynamic", num_threads=nt):
+            os_i8_gemm_panels(xu, sx, M, w, sw, K, bias, y, N, p, p + 1, panels + threadid() * os_i8_panel_bytes(K))
+    free(q)
+    free(sx)
+    free(xu)
+    free(panels)
+
+
 def linear_int8(const float[:, ::1] x,          # IN  (M, K)
                 const signed char[:, ::1] w,    # IN  (N, K) int8 codes, K <= INT8_MAX_K
                 const float[::1] w_scale,       # IN  (N,)
@@ -794,6 +834,9 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
             rc = _i8_many(&x[0, 0], 1, wp, sp, yp, &N, 1, K, n_threads, False, bp)
         if rc:
             raise MemoryError(f"int8 products need {K} bytes of activation codes")
+        return
+    if OS_I8_PANEL and M >= I8_PANEL_MIN_ROWS:
+        _linear_int8_panels(&x[0, 0], M, K, &w[0, 0], &w_scale[0], bp, &y[0, 0], N, n_threads)
         return
     q = <signed char *> malloc(max(1, M * K))
     sx = <float *> malloc(M * sizeof(float))
