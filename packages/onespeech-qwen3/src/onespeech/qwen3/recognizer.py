@@ -387,6 +387,16 @@ class Qwen3Recognizer:
         parsed, text = parse_output(answer, name)
         return RecognizedChunk(text, self.languages.tag(parsed), generation.finished, answer)
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the weights this recognizer reads: the encoder's and the decoder's tensors.
+
+        As stored in the runtime files of its precision (memory-mapped; resident once
+        read), the output head counted once: the released configs tie it to the token
+        embedding, so the runtime's copy of the head is never read and not counted.
+        """
+        return self.encoder.weight_bytes + self.decoder.weight_bytes
+
     def batch_decoder(self, limits: BatchLimits | None = None) -> BatchDecoder:
         """A decode batch over this recognizer's decoder and end ids (``onespeech.qwen3.BatchDecoder``)."""
         self._check_open()
