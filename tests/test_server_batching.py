@@ -35,8 +35,13 @@ def config(runtime_dirs, vad_path: Path) -> ServerConfig:  # type: ignore[no-unt
 
 
 @pytest.fixture(scope="module")
-def base(config: ServerConfig) -> Iterator[str]:
-    with serving(create_app(Backend(config))) as port:
+def backend(config: ServerConfig) -> Backend:
+    return Backend(config)
+
+
+@pytest.fixture(scope="module")
+def base(backend: Backend) -> Iterator[str]:
+    with serving(create_app(backend)) as port:
         yield f"http://127.0.0.1:{port}"
 
 
@@ -75,3 +80,14 @@ def test_two_requests_share_decode_steps_and_answer_as_alone(base: str, config: 
     assert health["completed"] == 2 and health["failed"] == 0
     assert Document.from_dict(answers["long"]).to_dict() == _alone(config, long)
     assert Document.from_dict(answers["short"]).to_dict() == _alone(config, short)
+
+
+def test_the_shared_batch_is_bounded_as_the_file_path_is(base: str, backend: Backend, config: ServerConfig) -> None:
+    from onespeech.qwen3 import Qwen3Recognizer
+
+    assert config.options.decode_memory_mb is None  # auto: a quarter of the recognizer's weights
+    shared = backend._batch
+    assert shared is not None  # the workers are loaded while the server runs
+    with Qwen3Recognizer.load(config.options.model, config.options.recognizer_options()) as rec:
+        assert shared.limits == rec.batch_decoder(config.options.batch_limits()).limits
+        assert shared.limits.kv_budget_bytes == rec.weight_bytes // 4

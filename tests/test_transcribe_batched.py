@@ -94,7 +94,7 @@ def test_batched_document_equals_one_chunk_at_a_time(speech_file, runtime_dirs, 
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n=st.integers(2, len(PIECES)), batch=st.integers(1, 6), memory_mb=st.sampled_from([1, 2, 1024]))
+@given(n=st.integers(2, len(PIECES)), batch=st.integers(1, 6), memory_mb=st.sampled_from([1, 2, 1024, None]))
 def test_any_batch_bound_gives_the_same_document(speech_file, runtime_dirs, vad_path, n, batch, memory_mb,  # type: ignore[no-untyped-def]
                                                  alone_documents) -> None:
     path = speech_file(n)
@@ -115,17 +115,30 @@ def alone_documents(runtime_dirs, vad_path):  # type: ignore[no-untyped-def]
     return get
 
 
-@pytest.mark.parametrize("name", ["decode_batch", "decode_memory_mb"])
-@pytest.mark.parametrize("value", [0, -1, True, 2.0, "8", None])
-def test_bad_batch_bounds_are_refused_naming_the_option(name: str, value: object) -> None:
+@pytest.mark.parametrize(("name", "allowed"), [("decode_batch", "an int >= 1$"),
+                                               ("decode_memory_mb", r"an int >= 1 \(MiB\) or None \(auto\)$")])
+@pytest.mark.parametrize("value", [0, -1, True, 2.0, "8", None, "auto"])
+def test_bad_batch_bounds_are_refused_naming_the_option(name: str, allowed: str, value: object) -> None:
     from onespeech.speech import TranscribeOptions
 
-    with pytest.raises(ValueError, match=f"{name}={value!r} is invalid; expected an int >= 1"):
+    if name == "decode_memory_mb" and value is None:  # auto
+        assert TranscribeOptions(decode_memory_mb=None).batch_limits().kv_budget_bytes is None
+        return
+    with pytest.raises(ValueError, match=f"^{name}={value!r} is invalid; expected {allowed}"):
         TranscribeOptions(**{name: value})  # type: ignore[arg-type]
+
+
+def test_the_default_decode_memory_is_auto_and_an_explicit_one_is_mib() -> None:
+    from onespeech.speech import TranscribeOptions
+
+    assert TranscribeOptions().decode_memory_mb is None
+    assert TranscribeOptions().batch_limits().kv_budget_bytes is None  # the recognizer sizes it
+    assert TranscribeOptions(decode_memory_mb=3).batch_limits().kv_budget_bytes == 3 << 20
 
 
 def test_batch_bounds_change_no_output_so_no_record_keeps_them() -> None:
     from onespeech.speech import TranscribeOptions
 
-    record = TranscribeOptions(decode_batch=3, decode_memory_mb=64).record()
-    assert "decode_batch" not in record and "decode_memory_mb" not in record
+    for memory_mb in (64, None):
+        record = TranscribeOptions(decode_batch=3, decode_memory_mb=memory_mb).record()
+        assert "decode_batch" not in record and "decode_memory_mb" not in record

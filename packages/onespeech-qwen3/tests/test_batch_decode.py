@@ -17,7 +17,7 @@ import pytest
 from onespeech.features import PcmTooShortError
 from onespeech.kernels import cpu, ops
 from onespeech.kernels.threads import thread_limit
-from onespeech.qwen3.batch_decode import BatchLimits, generate_batch
+from onespeech.qwen3.batch_decode import BatchDecoder, BatchLimits, generate_batch
 from onespeech.qwen3.decoder import Qwen3Decoder
 from onespeech.qwen3.recognizer import ChunkRecognition, Qwen3Recognizer
 
@@ -146,6 +146,50 @@ def test_the_memory_budget_splits_the_batch(ending_checkpoint, step_sizes) -> No
                                                                           strict=True))
 
 
+def test_the_auto_budget_is_a_quarter_of_the_weights_the_recognizer_reads(ending_checkpoint) -> None:
+    from onespeech.qwen3.config import LM_HEAD_NAME
+
+    read = {}
+    for precision in ("fp32", "bf16", "int8"):
+        with Qwen3Recognizer.load(ending_checkpoint, precision=precision, threads=1, max_new_tokens=LIMIT) as rec:
+            model = rec._model
+            assert rec.config.text.tie_word_embeddings and LM_HEAD_NAME in model  # a head copy that is never read
+            every = sum(model[n].nbytes for n in model)
+            assert rec.weight_bytes == every - model[LM_HEAD_NAME].nbytes
+            assert rec.weight_bytes == rec.encoder.weight_bytes + rec.decoder.weight_bytes
+            assert 0 < rec.encoder.weight_bytes < rec.decoder.weight_bytes
+            # a decoder given the runtime's head copy (an untied head) reads it beside the embedding
+            untied = Qwen3Decoder(model, rec.config, head=LM_HEAD_NAME)
+            assert untied.weight_bytes == rec.decoder.weight_bytes + model[LM_HEAD_NAME].nbytes
+            assert rec.batch_decoder().limits == BatchLimits(kv_budget_bytes=rec.weight_bytes // 4, max_batch=8)
+            assert rec.batch_decoder(BatchLimits(max_batch=3)).limits.kv_budget_bytes == rec.weight_bytes // 4
+            assert rec.batch_decoder(BatchLimits(kv_budget_bytes=5)).limits.kv_budget_bytes == 5  # as given
+            # a batch over the bare decoder takes a quarter of the decoder's own weights
+            bare = BatchDecoder(rec.decoder, rec.config.eos_token_ids)
+            assert bare.limits.kv_budget_bytes == rec.decoder.weight_bytes // 4
+            read[precision] = rec.weight_bytes
+    # bfloat16 halves every tensor; int8 codes with float32 row scales take less than bfloat16
+    assert read["fp32"] == 2 * read["bf16"] and read["int8"] < read["bf16"]
+
+
+def test_the_auto_budget_splits_the_batch_as_an_explicit_one_does(ending_checkpoint, step_sizes,
+                                                                   monkeypatch) -> None:
+    pcms = [tone(*c) for c in CHUNKS]
+    with Qwen3Recognizer.load(ending_checkpoint, precision="int8", threads=1, max_new_tokens=LIMIT) as rec:
+        together = rec.recognize_batch(pcms, keep_logits=True, limits=BatchLimits(kv_budget_bytes=1 << 40))
+        longest = max(len(r.prompt.ids) for r in together) + LIMIT
+        # weights whose quarter holds the caches of two of the longest chunks, then of none
+        for weights, most in ((8 * rec.decoder.kv_bytes(longest), 2), (0, 1)):
+            monkeypatch.setattr(Qwen3Recognizer, "weight_bytes", property(lambda self, w=weights: w))
+            step_sizes.clear()
+            split = rec.recognize_batch(pcms, keep_logits=True)
+            assert max(step_sizes) == most  # one chunk always decodes, whatever the budget
+            for a, b in zip(split, together, strict=True):
+                assert a.generation.ids == b.generation.ids and a.generation.finished == b.generation.finished
+                assert all(np.array_equal(_bits(x), _bits(y))
+                           for x, y in zip(a.generation.logits, b.generation.logits, strict=True))
+
+
 def test_generate_batch_without_compiled_kernels_runs_each_alone(tiny_weights, tiny_config, monkeypatch) -> None:
     monkeypatch.setattr(ops, "_kernels", None)
     decoder = Qwen3Decoder(tiny_weights, tiny_config)
@@ -160,10 +204,18 @@ def test_generate_batch_without_compiled_kernels_runs_each_alone(tiny_weights, t
 
 
 def test_bad_chunks_and_limits_are_refused(ending_checkpoint) -> None:
-    with pytest.raises(ValueError, match="kv_budget_bytes=0"):
-        BatchLimits(kv_budget_bytes=0)
-    with pytest.raises(ValueError, match="max_batch=True"):
+    for value in (0, -1, True, 2.0, "auto"):
+        with pytest.raises(ValueError, match=rf"^kv_budget_bytes={value!r} is invalid; expected an int >= 1 or "
+                                             r"None \(auto\)$"):
+            BatchLimits(kv_budget_bytes=value)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^max_batch=True is invalid; expected an int >= 1$"):
         BatchLimits(max_batch=True)
+    with pytest.raises(ValueError, match=r"^max_batch=None is invalid"):
+        BatchLimits(max_batch=None)  # type: ignore[arg-type]
+    assert BatchLimits().kv_budget_bytes is None and BatchLimits().kv_budget(10) == 2 == BatchLimits().kv_budget(11)
+    assert BatchLimits().kv_budget(0) == 1  # never 0: the one chunk that always runs is within any budget
+    with pytest.raises(ValueError, match=r"^weight_bytes=-1 is invalid"):
+        BatchLimits().kv_budget(-1)
     with Qwen3Recognizer.load(ending_checkpoint, precision="fp32", threads=1, max_new_tokens=LIMIT) as rec:
         with pytest.raises(PcmTooShortError):
             rec.recognize_batch([tone(1.0, 0), np.zeros(0, np.float32)])

@@ -124,3 +124,22 @@ def test_the_server_backend_refuses_unknown_request_settings() -> None:
 
     kinds = {p.kind for p in inspect.signature(Backend.transcribe).parameters.values()}
     assert inspect.Parameter.VAR_KEYWORD not in kinds
+
+
+@pytest.mark.parametrize("verb", ["transcribe", "batch", "stream", "serve"])
+def test_decode_memory_flag_takes_auto_or_mib_and_its_help_says_auto(verb: str) -> None:
+    args = [verb] + (["a.wav"] if verb != "serve" else [])
+    parser = build_parser()
+    assert parser.parse_args(args).decode_memory_mb is None  # the default: auto
+    assert parser.parse_args([*args, "--decode-memory-mb", "AUTO"]).decode_memory_mb is None
+    assert options_from_args(parser.parse_args([*args, "--decode-memory-mb", "64"])).decode_memory_mb == 64
+    action = _flags(verb)["decode_memory_mb"]
+    assert action.metavar == "MIB|auto" and "default auto" in (action.help or "")
+
+
+@pytest.mark.parametrize("value", ["0", "x", "1.5", "", "2000000"])
+def test_a_bad_decode_memory_flag_names_what_is_allowed(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["transcribe", "a.wav", "--decode-memory-mb", value])
+    assert (f"argument --decode-memory-mb: {value!r} is not allowed; give auto or a whole number from 1 to 1048576 "
+            "(MiB)") in capsys.readouterr().err

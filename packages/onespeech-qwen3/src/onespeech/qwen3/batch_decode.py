@@ -10,7 +10,10 @@ at the following step, while the batch stays within its bounds:
 
 - ``kv_budget_bytes``: the live sequences' caches, each counted at its full
   capacity (``Qwen3Decoder.kv_bytes(prompt + max_new_tokens)``), stay within it;
-  one sequence always runs, even one whose cache alone is larger.
+  one sequence always runs, even one whose cache alone is larger. None (the
+  default) is auto: `AUTO_KV_FRACTION` (a quarter) of the bytes of weights the
+  model reads (`BatchLimits.kv_budget`), so the caches stay in proportion to the
+  weights in every precision.
 - ``max_batch``: at most this many live sequences.
 
 `BatchDecoder` is the decode loop: `BatchDecoder.join` prefills a prompt into
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -41,10 +44,15 @@ from onespeech.kernels.cancel import Cancel, is_cancelled
 from onespeech.qwen3.decoder import Generation, KVCache, Qwen3Decoder
 from onespeech.qwen3.errors import RecognitionCancelledError, raise_if_recognition_cancelled
 
-# live sequences' caches counted at full capacity: 1 GiB holds about four 30 s
-# chunks of the 0.6B model in FP32 with max_new_tokens=512 (~0.23 MB per
-# position), nine in BF16
-DEFAULT_KV_BUDGET_BYTES = 1 << 30
+#: The auto KV budget's share of the weights the model reads (`BatchLimits.kv_budget`).
+#: Peak memory in decode is those weights, the caches and the rest of the process
+#: (activations, audio, Python and its libraries: about 165 MiB in the file path);
+#: the target is the weights + 15% (docs/benchmarks.md, measured against the runtime
+#: files, which hold a copy of the tied output head that is never read). A quarter of
+#: the 0.6B recognizer's weights is 746 MiB in FP32, 373 MiB in BF16 (whose cache
+#: is half as large) and 225 MiB in INT8 (whose cache stays float32): a 30 s chunk
+#: at 100 new tokens counts 110 MiB (55 MiB in BF16), at 512 about 200 MiB.
+AUTO_KV_FRACTION = 0.25
 DEFAULT_MAX_BATCH = 8
 
 
@@ -54,21 +62,47 @@ class BatchLimits:
 
     Attributes
     ----------
-    kv_budget_bytes : int >= 1
+    kv_budget_bytes : int >= 1 or None
         The live sequences' KV caches, each counted at its capacity (prompt +
         max_new_tokens positions), stay within this; one sequence always runs.
+        None (default): auto, ``AUTO_KV_FRACTION`` (a quarter) of the bytes of
+        weights the decoding model reads, made bytes by :meth:`resolve` when a
+        batch is made (`Qwen3Recognizer.weight_bytes` for a recognizer's batch,
+        else the decoder's own `Qwen3Decoder.weight_bytes`).
     max_batch : int >= 1
         At most this many sequences decode together.
     """
 
-    kv_budget_bytes: int = DEFAULT_KV_BUDGET_BYTES
+    kv_budget_bytes: int | None = None
     max_batch: int = DEFAULT_MAX_BATCH
 
     def __post_init__(self) -> None:
-        for name in ("kv_budget_bytes", "max_batch"):
+        for name, auto in (("kv_budget_bytes", " or None (auto)"), ("max_batch", "")):
             value = getattr(self, name)
+            if auto and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} is invalid; expected an int >= 1")
+                raise ValueError(f"{name}={value!r} is invalid; expected an int >= 1{auto}")
+
+    def kv_budget(self, weight_bytes: int) -> int:
+        """The budget in bytes: ``kv_budget_bytes``, or if auto ``AUTO_KV_FRACTION`` of ``weight_bytes``.
+
+        The auto budget is at least 1 byte (one sequence always runs whatever the budget).
+
+        Parameters
+        ----------
+        weight_bytes : int >= 0
+            Bytes of the weights the decoding model reads (`Qwen3Recognizer.weight_bytes`).
+        """
+        if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:
+            raise ValueError(f"weight_bytes={weight_bytes!r} is invalid; expected an int >= 0")
+        if self.kv_budget_bytes is not None:
+            return self.kv_budget_bytes
+        return max(1, int(weight_bytes * AUTO_KV_FRACTION))
+
+    def resolve(self, weight_bytes: int) -> BatchLimits:
+        """These limits with the budget in bytes (:meth:`kv_budget`); an explicit budget is kept."""
+        return replace(self, kv_budget_bytes=self.kv_budget(weight_bytes))
 
 
 @dataclass(eq=False)
@@ -128,10 +162,14 @@ class BatchDecoder:
     eos_ids : iterable of int
         End ids of every sequence.
     limits : BatchLimits, optional
-        The memory and size bounds (defaults: `BatchLimits()`).
+        The memory and size bounds (defaults: `BatchLimits()`). An auto budget is
+        resolved against ``decoder.weight_bytes`` (`BatchLimits.resolve`);
+        `Qwen3Recognizer.batch_decoder` resolves it against the whole recognizer.
 
     Attributes
     ----------
+    limits : BatchLimits
+        The bounds in force, the budget in bytes.
     steps : int
         Decode steps run so far.
     shared_steps : int
@@ -140,7 +178,9 @@ class BatchDecoder:
 
     def __init__(self, decoder: Qwen3Decoder, eos_ids: Iterable[int], limits: BatchLimits | None = None) -> None:
         self.decoder = decoder
-        self.limits = limits if limits is not None else BatchLimits()
+        limits = limits if limits is not None else BatchLimits()
+        self._budget = limits.kv_budget(decoder.weight_bytes)
+        self.limits = replace(limits, kv_budget_bytes=self._budget)
         self._eos = set(int(i) for i in eos_ids)
         self._eos_rows = np.array(sorted(self._eos), dtype=np.int64)
         self._live: list[DecodeSequence] = []
@@ -165,7 +205,7 @@ class BatchDecoder:
         if count >= self.limits.max_batch:
             return False
         used = sum(self.decoder.kv_bytes(s.cache.capacity) for s in self._live) + self._reserved
-        return used + self.decoder.kv_bytes(capacity) <= self.limits.kv_budget_bytes
+        return used + self.decoder.kv_bytes(capacity) <= self._budget
 
     def join(
         self,
@@ -343,7 +383,8 @@ def generate_batch(
     max_new_tokens, eos_ids, cancel, keep_first_logits, min_new_tokens
         As for `Qwen3Decoder.generate`, the same for every prompt.
     limits : BatchLimits, optional
-        The memory and size bounds (defaults: `BatchLimits()`).
+        The memory and size bounds (defaults: `BatchLimits()`; an auto budget is
+        resolved against ``decoder.weight_bytes``, as `BatchDecoder` does).
     keep_logits : bool
         Return every choice's logits (``Generation.logits``).
 

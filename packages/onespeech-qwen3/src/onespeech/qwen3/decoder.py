@@ -33,7 +33,7 @@ from onespeech.kernels.cancel import Cancel
 from onespeech.kernels.int8matrix import Int8Matrix, matrix
 from onespeech.qwen3.config import Qwen3Config, TextDecoderConfig
 from onespeech.qwen3.errors import raise_if_recognition_cancelled
-from onespeech.qwen3.runtime import activation_rounding, tensors_under
+from onespeech.qwen3.runtime import activation_rounding, tensor_bytes, tensors_under
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +131,14 @@ class Qwen3Decoder:
         tie it). None builds a decoder without head (the forced aligner has its own).
     bf16_activations : bool
         Round activations to bfloat16 at operator boundaries (BF16 precision).
+
+    Attributes
+    ----------
+    weight_bytes : int
+        Bytes of the tensors it reads, as given: every tensor under ``prefix``
+        (layers, final norm, token embedding) and the output head (its int8 codes
+        and scales under INT8) when that is not one of them. A tied head is the
+        embedding, counted once; the runtime's separate copy of it is never read.
     """
 
     def __init__(
@@ -146,6 +154,9 @@ class Qwen3Decoder:
         if head == "default":
             head = config.output_head_name
         self._head = matrix(weights, head) if head is not None else None
+        self.weight_bytes = tensor_bytes(weights, prefix)
+        if head is not None and not head.startswith(prefix):  # an untied head: it and its int8 scales
+            self.weight_bytes += tensor_bytes(weights, head)
         self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         self._bf16 = bf16_activations
         # bf16 activations make k/v bf16 values, so the cache can hold their bits

@@ -35,7 +35,7 @@ from onespeech.kernels.cancel import Cancel
 from onespeech.kernels.int8matrix import matrix
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
 from onespeech.qwen3.errors import ConfigError, raise_if_recognition_cancelled
-from onespeech.qwen3.runtime import activation_rounding, tensors_under
+from onespeech.qwen3.runtime import activation_rounding, tensor_bytes, tensors_under
 
 ENCODER_ATTENTION = ("full", "windowed")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm default, as the reference constructs them
@@ -85,6 +85,12 @@ class AudioEncoder:
         Name prefix of the audio tower's tensors.
     bf16_activations : bool
         Round activations to bfloat16 at operator boundaries (BF16 precision).
+
+    Attributes
+    ----------
+    weight_bytes : int
+        Bytes of the tensors under ``prefix`` as given (every one is read), not
+        counting the few MB of kernels and vectors copied at construction.
     """
 
     def __init__(
@@ -97,6 +103,7 @@ class AudioEncoder:
         dims = config.audio if isinstance(config, Qwen3Config) else config
         self.dims = dims
         self._w = tensors_under(weights, prefix)
+        self.weight_bytes = tensor_bytes(weights, prefix)
         self._bf16 = bf16_activations
         self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col

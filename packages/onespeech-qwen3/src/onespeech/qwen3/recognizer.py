@@ -387,9 +387,25 @@ class Qwen3Recognizer:
         parsed, text = parse_output(answer, name)
         return RecognizedChunk(text, self.languages.tag(parsed), generation.finished, answer)
 
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the weights this recognizer reads: the encoder's and the decoder's tensors.
+
+        As stored in the runtime files of its precision (memory-mapped; resident once
+        read), the output head counted once: the released configs tie it to the token
+        embedding, so the runtime's copy of the head is never read and not counted.
+        An auto decode budget is a share of this (``BatchLimits.kv_budget``).
+        """
+        return self.encoder.weight_bytes + self.decoder.weight_bytes
+
     def batch_decoder(self, limits: BatchLimits | None = None) -> BatchDecoder:
-        """A decode batch over this recognizer's decoder and end ids (``onespeech.qwen3.BatchDecoder``)."""
+        """A decode batch over this recognizer's decoder and end ids (``onespeech.qwen3.BatchDecoder``).
+
+        An auto budget (``BatchLimits()``, the default) is ``AUTO_KV_FRACTION`` of
+        :attr:`weight_bytes`; the batch's ``limits`` hold it in bytes.
+        """
         self._check_open()
+        limits = (limits if limits is not None else BatchLimits()).resolve(self.weight_bytes)
         return BatchDecoder(self.decoder, self.config.eos_token_ids, limits)
 
     def generate(
@@ -487,8 +503,8 @@ class Qwen3Recognizer:
         cancel : threading.Event-like, callable or None
             Checked between encoder and decoder layers and between steps.
         limits : BatchLimits, optional
-            KV-cache budget and largest batch (defaults: 1 GiB of caches counted at
-            full capacity, 8 chunks).
+            KV-cache budget and largest batch (defaults: caches counted at full
+            capacity within ``AUTO_KV_FRACTION`` of :attr:`weight_bytes`, 8 chunks).
         keep_first_logits, keep_logits, min_new_tokens
             As for `recognize` and `Qwen3Decoder.generate`.
 
@@ -526,7 +542,7 @@ class Qwen3Recognizer:
                     limit,
                     self.config.eos_token_ids,
                     cancel,
-                    limits=limits,
+                    limits=(limits if limits is not None else BatchLimits()).resolve(self.weight_bytes),
                     keep_first_logits=keep_first_logits,
                     keep_logits=keep_logits,
                     min_new_tokens=min_new_tokens,

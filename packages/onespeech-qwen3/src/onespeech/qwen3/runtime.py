@@ -44,6 +44,7 @@ __all__ = [
     "install_runtime",
     "load_model",
     "load_runtime",
+    "tensor_bytes",
     "tensors_under",
 ]
 
@@ -115,6 +116,15 @@ def tensors_under(weights: Mapping[str, np.ndarray], prefix: str) -> dict[str, n
         if name.startswith(prefix):
             out[name[len(prefix) :]] = ops.bf16_to_f32(t) if t.dtype == np.uint16 and t.ndim == 1 else t
     return out
+
+
+def tensor_bytes(weights: Mapping[str, np.ndarray], prefix: str) -> int:
+    """Bytes of the tensors whose names start with ``prefix``, as stored (mapped), not as widened.
+
+    What a model part that reads every tensor under its prefix keeps resident
+    (`AudioEncoder.weight_bytes`, `Qwen3Decoder.weight_bytes`).
+    """
+    return sum(int(t.nbytes) for name, t in weights.items() if name.startswith(prefix))
 
 
 def _round_in_place(x: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Command-line flag types: numbers within a range, speaker counts, a model or "none".
+"""Command-line flag types: numbers within a range (or "auto"), speaker counts, a model or "none".
 
 They live below both :mod:`onespeech.speech.options` (whose fields name their flags)
 and :mod:`onespeech.speech.cli` (which adds them to the parsers), so the options type
@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Flag", "NumberOption", "model_or_none", "speakers_type"]
+__all__ = ["AutoOr", "Flag", "NumberOption", "model_or_none", "speakers_type"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,28 @@ class NumberOption:
         return value if math.isfinite(value) else None
 
 
+class AutoOr:
+    """An argparse ``type``: "auto" (any case) gives None, the option's automatic value; else ``number``'s.
+
+    ``--decode-memory-mb x`` meets ``'x' is not allowed; give auto or a whole number
+    from 1 to 1048576 (MiB)``.
+    """
+
+    def __init__(self, number: NumberOption) -> None:
+        self.number = number
+        self.__name__ = f"auto or {number.__name__}"
+
+    def __call__(self, text: str) -> float | None:
+        if text.strip().lower() == "auto":
+            return None
+        try:
+            return self.number(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not allowed; give auto or {self.number.allowed()}"
+            ) from None
+
+
 MAX_WHOLE = 2**31 - 1
 positive_int = NumberOption(1, MAX_WHOLE, whole=True)  # any count with no tighter bound of its own
 threads_option = NumberOption(1, 1024, whole=True, unit="threads")
@@ -76,7 +98,7 @@ max_new_tokens_option = NumberOption(1, 4096, whole=True, unit="tokens per chunk
 workers_option = NumberOption(1, 1024, whole=True, unit="workers")
 max_pause_option = NumberOption(0, 3600, unit="seconds")
 decode_batch_option = NumberOption(1, 256, whole=True, unit="chunks")
-decode_memory_option = NumberOption(1, 1 << 20, whole=True, unit="MiB")
+decode_memory_option = AutoOr(NumberOption(1, 1 << 20, whole=True, unit="MiB"))
 
 
 def model_or_none(text: str) -> str | None:

@@ -74,10 +74,13 @@ class TranscribeOptions:
     decode_batch : int
         At most this many chunks of a file decode together (default 8; 1 decodes them
         one at a time). Changes no output: every chunk's text is the same bits either way.
-    decode_memory_mb : int
+    decode_memory_mb : int | None
         MiB of key/value caches the chunks decoding together may hold, each counted at
         its full size (prompt + max_new_tokens positions); one chunk always decodes.
-        Default 1024 (about four 30 s chunks of the 0.6B model in FP32 with 512 tokens).
+        None (default): auto, a quarter of the bytes of weights the recognizer reads
+        (``Qwen3Recognizer.weight_bytes``; ``onespeech.qwen3.BatchLimits``): for the
+        0.6B model 746 MiB in FP32, 373 MiB in BF16, 225 MiB in INT8 (whose caches
+        stay float32), so the caches stay in proportion to the weights. Changes no output.
     speakers : "auto", int or False
         Speaker attribution after recognition and timing ("auto": the count is found;
         an int: that many speakers, 1..64; False: skipped). See docs/speakers.md.
@@ -114,9 +117,10 @@ class TranscribeOptions:
     decode_batch: int = field(default=8, metadata=_flag(
         "--decode-batch", type=decode_batch_option,
         help="chunks decoded together, 1..256; 1 decodes one at a time (default {default}; same output)"))
-    decode_memory_mb: int = field(default=1024, metadata=_flag(
-        "--decode-memory-mb", type=decode_memory_option, metavar="MIB",
-        help="key/value cache memory of the chunks decoded together (default {default} MiB)"))
+    decode_memory_mb: int | None = field(default=None, metadata=_flag(
+        "--decode-memory-mb", type=decode_memory_option, metavar="MIB|auto",
+        help="key/value cache memory of the chunks decoded together, in MiB (default auto: a quarter of "
+             "the recognizer's weights in memory; same output)"))
     vad: VadSetting = field(default=None, metadata=_flag(
         "--vad", help="silero_vad.onnx to use (default: the catalog's Silero VAD)"))
     speakers: str | int | bool = field(default="auto", metadata=_flag(
@@ -157,14 +161,21 @@ class TranscribeOptions:
                             max_new_tokens=self.max_new_tokens)
 
     def batch_limits(self) -> BatchLimits:
-        """The bounds of a file's decoding batch (``decode_batch``, ``decode_memory_mb``)."""
+        """The bounds of a file's decoding batch (``decode_batch``, ``decode_memory_mb``).
+
+        An auto ``decode_memory_mb`` (None) stays auto (``kv_budget_bytes=None``): the
+        recognizer that makes the batch sizes it (``Qwen3Recognizer.batch_decoder``).
+        """
         from onespeech.qwen3 import BatchLimits
 
-        for name in ("decode_batch", "decode_memory_mb"):
+        for name, auto in (("decode_batch", ""), ("decode_memory_mb", " (MiB) or None (auto)")):
             value = getattr(self, name)
+            if auto and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} is invalid; expected an int >= 1")
-        return BatchLimits(kv_budget_bytes=self.decode_memory_mb << 20, max_batch=self.decode_batch)
+                raise ValueError(f"{name}={value!r} is invalid; expected an int >= 1{auto}")
+        memory = self.decode_memory_mb
+        return BatchLimits(kv_budget_bytes=None if memory is None else memory << 20, max_batch=self.decode_batch)
 
     def aligner_options(self) -> Qwen3AlignerOptions:
         """The forced aligner's share of these options."""

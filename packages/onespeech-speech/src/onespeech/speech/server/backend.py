@@ -10,8 +10,10 @@ weights are memory-mapped, so this maps the same files again rather than copying
 
 Continuous batching: every worker's file path decodes in one shared decode batch
 (``onespeech.qwen3.BatchDecoder``, bounded by ``decode_batch`` and
-``decode_memory_mb``), so while one request decodes, another's chunks join the
-running batch at its next step and leave it when they end; each request's
+``decode_memory_mb``; the first worker's recognizer makes it as the file path makes
+its own, so an auto ``decode_memory_mb`` is a quarter of that recognizer's weights,
+which all workers map from the same files), so while one request decodes, another's
+chunks join the running batch at its next step and leave it when they end; each request's
 document is the same bits as serving it alone. Each request still encodes and
 prefills its chunks in its own worker. ``decode_stats`` counts the steps (and
 those that advanced more than one request), as ``/health`` shows them.
