@@ -102,13 +102,17 @@ static void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float 
 
 /* two bf16 weight rows (a, c) against two pair-permuted activation rows (p0, p1),
  * each output's e and o chains as in os_gemv_bf16_rows */
-static inline void os_bdot_bf16_r2x2(const float *x0, const float *p0, const float *x1, const float *p1,
-                                     const uint16_t *a, const uint16_t *c, os_idx K, const float *bias,
-                                     os_idx na, os_idx nc, float *y0, float *y1) {
+static inline __attribute__((always_inline)) void os_bdot_bf16_r2x2(
+    const float *x0, const float *p0, const float *x1, const float *p1, const uint16_t *a, const uint16_t *c,
+    os_idx K, const float *bias, os_idx na, os_idx nc, float *y0, float *y1, int prefetch_next) {
     const vu hi = (vu){0} + 0xFFFF0000u;
     const os_idx kk = K - K % OS_PAIR;
     vf ae = os_splat(0), ao = ae, ce = ae, co = ae, be = ae, bo = ae, de = ae, dd = ae;
     for (os_idx k = 0; k < kk; k += OS_PAIR) {
+        if (prefetch_next) { /* the rows after a and c (their quarters' next), one line each per step */
+            __builtin_prefetch(a + K + k, 0, 3);
+            __builtin_prefetch(c + K + k, 0, 3);
+        }
         vu ua, uc;
         memcpy(&ua, a + k, sizeof ua);
         memcpy(&uc, c + k, sizeof uc);
@@ -169,14 +173,17 @@ static void os_bgemv_bf16_rows(const float *x, const float *xp, os_idx ldx, os_i
     for (os_idx n = n0; n < n0 + q; n++) {
         const uint16_t *r[4] = {W + n * K, W + (n + q) * K, W + (n + 2 * q) * K, W + (n + 3 * q) * K};
         os_idx m[4] = {n, n + q, n + 2 * q, n + 3 * q};
-        /* the quarters' next rows, read while these are summed for every activation row
-           (the one-row kernel asks for 2 KiB ahead; a row here is used B times first) */
-        for (int i = 0; i < 4; i++)
-            for (os_idx k = 0; k < K; k += 32) __builtin_prefetch(r[i] + K + k, 0, 3);
-        for (int pair = 0; pair < 4; pair += 2)
-            for (os_idx b = 0; b + 2 <= B; b += 2)
+        /* the quarters' next rows are asked for while the first activation pair is summed,
+           a line per row per step as the one-row kernel streams (a burst of a whole row's
+           lines fills the miss buffers and stalls); later pairs find these rows in cache */
+        for (int pair = 0; pair < 4; pair += 2) {
+            if (B >= 2)
+                os_bdot_bf16_r2x2(x, xp, x + ldx, xp + ldx, r[pair], r[pair + 1], K, bias, m[pair], m[pair + 1], y,
+                                  y + ldy, 1);
+            for (os_idx b = 2; b + 2 <= B; b += 2)
                 os_bdot_bf16_r2x2(x + b * ldx, xp + b * ldx, x + (b + 1) * ldx, xp + (b + 1) * ldx, r[pair],
-                                  r[pair + 1], K, bias, m[pair], m[pair + 1], y + b * ldy, y + (b + 1) * ldy);
+                                  r[pair + 1], K, bias, m[pair], m[pair + 1], y + b * ldy, y + (b + 1) * ldy, 0);
+        }
         if (B % 2) /* the odd row: the one-row kernel's four rows at once */
             os_bdot_bf16_r4x1(x + (B - 1) * ldx, xp + (B - 1) * ldx, r, m, K, bias, y + (B - 1) * ldy);
     }
