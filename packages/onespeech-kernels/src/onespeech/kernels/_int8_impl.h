@@ -220,8 +220,9 @@ static inline int32_t os_i8_dot1(const int8_t *x, const int8_t *w, os_idx K) {
 /* acc[i][r] = x_i . w_r for two activation rows and four weight rows: each
  * weight vector is loaded and made unsigned (|w|, and its sign mask on
  * AVX-512) once for both rows */
-static inline void os_i8_dot2x4(const int8_t *x0, const int8_t *x1, const int8_t *const w[4], os_idx K,
-                                int32_t acc[2][4]) {
+static inline __attribute__((always_inline)) void os_i8_dot2x4(const int8_t *x0, const int8_t *x1,
+                                                                const int8_t *const w[4], os_idx K, int32_t acc[2][4],
+                                                                os_idx prefetch_ahead) {
     os_idx k = 0;
     int32_t s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 #if defined(__AVX512BW__)
@@ -236,6 +237,8 @@ static inline void os_i8_dot2x4(const int8_t *x0, const int8_t *x1, const int8_t
         A1 = os_i8_acc512(A1, wa, _mm512_mask_sub_epi8(xv1, neg, zero, xv1));           \
     } while (0)
         for (; k + 64 <= K; k += 64) {
+            if (prefetch_ahead)
+                for (int r = 0; r < 4; r++) __builtin_prefetch(w[r] + prefetch_ahead + k, 0, 3);
             __m512i xv0 = _mm512_loadu_si512((const void *)(x0 + k));
             __m512i xv1 = _mm512_loadu_si512((const void *)(x1 + k));
             OS_I8_STEP2_512(0, a00, a10);
@@ -266,6 +269,8 @@ static inline void os_i8_dot2x4(const int8_t *x0, const int8_t *x1, const int8_t
         A1 = _mm256_add_epi32(A1, _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv1, wv)), ones)); \
     } while (0)
         for (; k + 32 <= K; k += 32) {
+            if (prefetch_ahead && k % 64 == 0)
+                for (int r = 0; r < 4; r++) __builtin_prefetch(w[r] + prefetch_ahead + k, 0, 3);
             __m256i xv0 = _mm256_loadu_si256((const __m256i *)(x0 + k));
             __m256i xv1 = _mm256_loadu_si256((const __m256i *)(x1 + k));
             OS_I8_STEP2(0, a00, a10);
@@ -327,7 +332,7 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
         os_idx m = m0;
         int32_t acc2[2][4];
         for (; m + 2 <= m1; m += 2) {
-            os_i8_dot2x4(q + m * K, q + (m + 1) * K, wr, K, acc2);
+            os_i8_dot2x4(q + m * K, q + (m + 1) * K, wr, K, acc2, 0);
             for (int i = 0; i < 2; i++)
                 for (int r = 0; r < 4; r++)
                     y[(m + i) * N + n + r] = os_i8_dequant(acc2[i][r], sx[m + i], sw[n + r], bias, n + r);
@@ -342,12 +347,41 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
             y[m * N + n] = os_i8_dequant(os_i8_dot1(q + m * K, w + n * K, K), sx[m], sw[n], bias, n);
 }
 
+/* y[b * ldy + n] for b < B and n in [n0, n1): a few activation rows (sequences
+ * decoded together), the outputs os_i8_gemm_rows gives. Weight rows as the
+ * decode GEMV reads them, four far-apart streams a row at a time, each group
+ * summed for every activation pair while it is in cache; the streams' next rows
+ * are asked for a line per step while the first pair is summed. */
+void os_i8_bgemv_rows(const int8_t *q, const float *sx, os_idx B, const int8_t *w, const float *sw, os_idx K,
+                      const float *bias, float *y, os_idx ldy, os_idx n0, os_idx n1) {
+    const os_idx L = (n1 - n0) / 4;
+    int32_t acc[4], acc2[2][4];
+    for (os_idx i = 0; i < L; i++) {
+        const os_idx r[4] = {n0 + i, n0 + L + i, n0 + 2 * L + i, n0 + 3 * L + i};
+        const int8_t *const wr[4] = {w + r[0] * K, w + r[1] * K, w + r[2] * K, w + r[3] * K};
+        os_idx b = 0;
+        for (; b + 2 <= B; b += 2) {
+            os_i8_dot2x4(q + b * K, q + (b + 1) * K, wr, K, acc2, b == 0 && i + 1 < L ? K : 0);
+            for (int h = 0; h < 2; h++)
+                for (int j = 0; j < 4; j++)
+                    y[(b + h) * ldy + r[j]] = os_i8_dequant(acc2[h][j], sx[b + h], sw[r[j]], bias, r[j]);
+        }
+        if (b < B) {
+            os_i8_dot4(q + b * K, wr[0], wr[1], wr[2], wr[3], K, acc);
+            for (int j = 0; j < 4; j++) y[b * ldy + r[j]] = os_i8_dequant(acc[j], sx[b], sw[r[j]], bias, r[j]);
+        }
+    }
+    for (os_idx n = n0 + 4 * L; n < n1; n++)
+        for (os_idx b = 0; b < B; b++)
+            y[b * ldy + n] = os_i8_dequant(os_i8_dot1(q + b * K, w + n * K, K), sx[b], sw[n], bias, n);
+}
+
 /* ---- many activation rows on AVX-512 VNNI: packed weight panels --------------
- * The row kernels above spend about as many instructions making each weight
- * vector unsigned (|w|, the sign moved onto x) as on the products. With many
- * activation rows the other operand order is cheaper: codes x + 128 are
- * unsigned (1..255), w stays signed, one VPDPBUSD multiplies a broadcast group
- * of four x codes with four k of 16 weight rows, and
+ * The row kernels above sum each output along k in vector lanes and reduce it
+ * at the end, so every activation row costs a load and a reduction per weight
+ * row. With many activation rows a broadcast is cheaper: one VPDPBUSD
+ * multiplies a group of four codes x + 128 (unsigned, 1..255) of one row with
+ * four k of 16 weight rows (signed, as stored), adding to 16 outputs, and
  *   sum_k x_k w_k = sum_k (x_k + 128) w_k - 128 sum_k w_k
  * with the column sums taken while the panel is packed. Both sums are taken
  * modulo 2^32 (VPDPBUSD wraps, the correction is unsigned arithmetic); the true
@@ -382,6 +416,7 @@ void os_i8_offset_rows(const int8_t *q, os_idx K, os_idx m0, os_idx m1, uint8_t 
 /* bytes of one packed panel at K */
 static inline os_idx os_i8_panel_bytes(os_idx K) { return os_i8_kp(K) * OS_I8_NR; }
 
+#if OS_I8_PANEL
 /* weight rows [n0, n0 + nc) of w (N, K), nc <= OS_I8_NR, packed into panel (rows
  * past nc and k past K are zero); colsum[c] = sum_k w[n0 + c, k] */
 static void os_i8_pack_panel(const int8_t *w, os_idx K, os_idx n0, os_idx nc, int8_t *panel, int32_t *colsum) {
@@ -399,7 +434,6 @@ static void os_i8_pack_panel(const int8_t *w, os_idx K, os_idx n0, os_idx nc, in
     }
 }
 
-#if OS_I8_PANEL
 /* acc[i][c] += sum over the panel's k of xu[row i] * panel[c], for OS_I8_MR
  * activation rows rows[i] (each Kp bytes) and the panel's OS_I8_NR weight rows */
 static inline __attribute__((always_inline)) void os_i8_panel_tile(const uint8_t *const *rows, os_idx G,
@@ -451,9 +485,7 @@ static inline __attribute__((always_inline)) void os_i8_panel_tile(const uint8_t
     OS_I8_STORE(7, c70, c71, c72);
 #undef OS_I8_STORE
 }
-#endif
 
-#if OS_I8_PANEL
 /* os_i8_dequant of a whole tile, 16 outputs per vector: the same operations in
  * the same order (the product kept from fusing with the bias add) */
 static inline void os_i8_panel_dequant(int32_t acc[OS_I8_MR][OS_I8_NR], os_idx mr, const int32_t *colsum,

@@ -97,6 +97,8 @@ cdef extern from "_int8_impl.h" nogil:
                          const float *bias, float *y, os_idx n0, os_idx n1)
     void os_i8_gemm_rows(const signed char *q, const float *sx, const signed char *w, const float *sw, os_idx K,
                          const float *bias, float *y, os_idx N, os_idx m0, os_idx m1, os_idx n0, os_idx n1)
+    void os_i8_bgemv_rows(const signed char *q, const float *sx, os_idx B, const signed char *w, const float *sw,
+                          os_idx K, const float *bias, float *y, os_idx ldy, os_idx n0, os_idx n1)
     int OS_I8_PANEL
     int OS_I8_NR
     os_idx os_i8_kp(os_idx K)
@@ -733,8 +735,8 @@ cdef void _i8_span(const signed char *q, const float *sx, os_idx B, const void *
         if a < b:
             if B == 1:  # linear_int8's decode GEMV (four far-apart streams)
                 os_i8_gemv_rows(q, sx[0], <const signed char *> ws[j], scales[j], K, bias, ys[j], a, b)
-            else:  # four weight rows at a time for all B rows: the codes are read once
-                os_i8_gemm_rows(q, sx, <const signed char *> ws[j], scales[j], K, bias, ys[j], rows[j], 0, B, a, b)
+            else:  # each group of four weight rows summed for all B rows: the codes are read once
+                os_i8_bgemv_rows(q, sx, B, <const signed char *> ws[j], scales[j], K, bias, ys[j], rows[j], a, b)
             if to_bf16:
                 _round_columns(ys[j], B, rows[j], a, b)
         start += rows[j]
