@@ -126,6 +126,28 @@ def test_single_channel_convolution_sums_the_nine_taps(variant: str, shape: tupl
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_gelu_and_the_single_channel_convolution_give_the_generic_bits(variant: str) -> None:
+    """No product is fused into an add in either (every build sums with the same roundings) and
+    GELU's exp is one polynomial everywhere: the INT8 encoder quantizes their outputs to int8 codes,
+    where a last-bit difference would become a step of the code."""
+    x = np.concatenate([randn(40_003, scale=3.0), randn(5_000, scale=1e-20), randn(5_000, scale=30.0),
+                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 9.0, -9.0, 20.0], np.float32)])
+    want = np.empty_like(x)
+    GENERIC.gelu(x, want, 1)
+    got = np.empty_like(x)
+    run(variant, "gelu", x, got, threads=2)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    image, kernel, bias = randn(2, 17, 23, 1), randn(37, 9), randn(37)
+    taps = np.ascontiguousarray(kernel.T)
+    outs = []
+    for v in ("generic", variant):
+        y = np.empty((2 * 9 * 12, 37), np.float32)
+        run(v, "conv3x3s2_c1", image, taps, bias, y)
+        outs.append(y)
+    assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_single_channel_convolution_checks_its_arguments(variant: str) -> None:
     kernels = cpu.load_variant(variant)
     x, taps, y = randn(1, 6, 6, 1), randn(9, 8), np.empty((9, 8), np.float32)

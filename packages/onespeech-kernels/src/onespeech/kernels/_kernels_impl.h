@@ -43,6 +43,23 @@
 
 typedef ptrdiff_t os_idx;
 
+/* v unchanged, but opaque to the compiler: a product passed through here is
+ * never contracted with the add that follows into one fused multiply-add (GCC
+ * contracts by default where FMA exists, which changes the last bit), so an
+ * operator written with it gives the same bits in every build, with FMA or
+ * without, vector or scalar */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__AVX512F__)
+#define OS_NC(v) __extension__({ __typeof__(v) nc_ = (v); __asm__("" : "+v"(nc_)); nc_; })
+#else
+#define OS_NC(v) __extension__({ __typeof__(v) nc_ = (v); __asm__("" : "+x"(nc_)); nc_; })
+#endif
+#elif defined(__GNUC__) && defined(__aarch64__)
+#define OS_NC(v) __extension__({ __typeof__(v) nc_ = (v); __asm__("" : "+w"(nc_)); nc_; })
+#else
+#define OS_NC(v) (*(volatile __typeof__(v) *)&(__typeof__(v)){(v)})
+#endif
+
 #if OS_LANES == 1
 typedef float vf;
 typedef uint32_t vu;
@@ -502,7 +519,8 @@ static void os_im2col_3x3s2_row(const float *x, os_idx H, os_idx W, os_idx C, os
  * x[H][W], computed directly: the first convolution's K = 9 is too short for
  * the products' kernels, and its im2col + product + bias passes wrote its large
  * output three times. Each output sums the nine taps (kh, kw) in order, padding
- * taps as zeros like im2col's, then adds the bias. */
+ * taps as zeros like im2col's, then adds the bias, no product fused into its
+ * add: the same bits in every build (the INT8 encoder quantizes what follows). */
 static void os_conv3x3s2_c1_row(const float *x, os_idx H, os_idx W, const float *wt, const float *bias, os_idx Co,
                                 os_idx i, os_idx Wo, float *y, int to_bf16) {
     for (os_idx j = 0; j < Wo; j++) {
@@ -516,15 +534,15 @@ static void os_conv3x3s2_c1_row(const float *x, os_idx H, os_idx W, const float 
         os_idx o = 0;
 #if OS_LANES > 1
         for (; o + OS_LANES <= Co; o += OS_LANES) {
-            vf acc = os_splat(tap[0]) * os_load_f32(wt + o);
-            for (int t = 1; t < 9; t++) acc += os_splat(tap[t]) * os_load_f32(wt + t * Co + o);
+            vf acc = OS_NC(os_splat(tap[0]) * os_load_f32(wt + o));
+            for (int t = 1; t < 9; t++) acc += OS_NC(os_splat(tap[t]) * os_load_f32(wt + t * Co + o));
             if (bias) acc += os_load_f32(bias + o);
             os_store_f32(out + o, acc);
         }
 #endif
         for (; o < Co; o++) {
-            float acc = tap[0] * wt[o];
-            for (int t = 1; t < 9; t++) acc += tap[t] * wt[t * Co + o];
+            float acc = OS_NC(tap[0] * wt[o]);
+            for (int t = 1; t < 9; t++) acc += OS_NC(tap[t] * wt[t * Co + o]);
             out[o] = bias ? acc + bias[o] : acc;
         }
         if (to_bf16) os_round_bf16(out, out, Co);
@@ -596,16 +614,67 @@ static void os_silu(const float *x, float *y, os_idx n) {
     for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+/* exp(x) for x <= 0 in GELU, the same bits in every build: Cephes' expf (as
+ * os_at_exp_neg: n = round(x / ln 2) by the 1.5 * 2^23 trick, the reduced
+ * argument in two parts of ln 2, the degree-6 polynomial, 2^n through the
+ * exponent bits) with no product fused into its add. The scalar version serves
+ * the generic build and the vector builds' tails; one float op for one. */
+static inline float os_gelu_exp_1(float x) {
+    x = x < -87.33654f ? -87.33654f : x;
+    const float magic = 12582912.0f;
+    float t = OS_NC(x * 1.44269504088896341f) + magic;
+    float nf = t - magic;
+    uint32_t tb, mb;
+    memcpy(&tb, &t, sizeof tb);
+    memcpy(&mb, &magic, sizeof mb);
+    float r = (x - OS_NC(nf * 0.693359375f)) - OS_NC(nf * -2.12194440e-4f);
+    float p = OS_NC(1.9875691500e-4f * r) + 1.3981999507e-3f;
+    p = OS_NC(p * r) + 8.3334519073e-3f;
+    p = OS_NC(p * r) + 4.1665795894e-2f;
+    p = OS_NC(p * r) + 1.6666665459e-1f;
+    p = OS_NC(p * r) + 5.0000001201e-1f;
+    p = (OS_NC(p * (r * r)) + r) + 1.0f;
+    uint32_t e = (tb - mb + 127u) << 23; /* as the vector version's int32 lanes, wrapping */
+    float scale;
+    memcpy(&scale, &e, sizeof scale);
+    return p * scale;
+}
+
 /* erf GELU with ATen's vectorised erf (Abramowitz & Stegun 7.1.26):
- * x * 0.5 * (1 + sign(z) * (1 - t * r(t) * exp(-z^2))), z = x / sqrt(2) */
+ * x * 0.5 * (1 + sign(z) * (1 - t * r(t) * exp(-z^2))), z = x / sqrt(2);
+ * the same bits in every build (no fused products, os_gelu_exp), so that the
+ * int8 codes taken from its output (the INT8 encoder's convolutions) are the
+ * same on every variant */
 static inline float os_gelu_1(float x) {
     float z = x * 0.70710678118654752440f;
     float a = fabsf(z);
-    float t = 1.0f / (0.3275911f * a + 1.0f);
-    float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
-    float e = 1.0f + (-expf(-(z * z)) * t) * r;
+    float t = 1.0f / (OS_NC(0.3275911f * a) + 1.0f);
+    float r = OS_NC(1.061405429f * t) - 1.453152027f;
+    r = OS_NC(r * t) + 1.421413741f;
+    r = OS_NC(r * t) - 0.284496736f;
+    r = OS_NC(r * t) + 0.254829592f;
+    float e = 1.0f + OS_NC((-os_gelu_exp_1(-(z * z)) * t) * r);
     return x * 0.5f * (1.0f + copysignf(e, z));
 }
+
+#if OS_LANES > 1
+static inline vf os_gelu_exp(vf x) {
+    x = os_select(x < os_splat(-87.33654f), os_splat(-87.33654f), x);
+    const vf magic = os_splat(12582912.0f);
+    vf t = OS_NC(x * 1.44269504088896341f) + magic;
+    vf nf = t - magic;
+    vi n = (vi)t - (vi)magic;
+    vf r = (x - OS_NC(nf * 0.693359375f)) - OS_NC(nf * -2.12194440e-4f);
+    vf p = OS_NC(1.9875691500e-4f * r) + 1.3981999507e-3f;
+    p = OS_NC(p * r) + 8.3334519073e-3f;
+    p = OS_NC(p * r) + 4.1665795894e-2f;
+    p = OS_NC(p * r) + 1.6666665459e-1f;
+    p = OS_NC(p * r) + 5.0000001201e-1f;
+    p = (OS_NC(p * (r * r)) + r) + 1.0f;
+    vi e = (n + 127) << 23;
+    return p * (vf)e;
+}
+#endif
 
 static void os_gelu(const float *x, float *y, os_idx n) {
     os_idx i = 0;
@@ -615,9 +684,12 @@ static void os_gelu(const float *x, float *y, os_idx n) {
         vf xv = os_load_f32(x + i);
         vf z = xv * 0.70710678118654752440f;
         vf a = (vf)((vi)z & ~sign);
-        vf t = 1.0f / (0.3275911f * a + 1.0f);
-        vf r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f;
-        vf e = 1.0f + (-os_exp(-(z * z)) * t) * r;
+        vf t = 1.0f / (OS_NC(0.3275911f * a) + 1.0f);
+        vf r = OS_NC(1.061405429f * t) - 1.453152027f;
+        r = OS_NC(r * t) + 1.421413741f;
+        r = OS_NC(r * t) - 0.284496736f;
+        r = OS_NC(r * t) + 0.254829592f;
+        vf e = 1.0f + OS_NC((-os_gelu_exp(-(z * z)) * t) * r);
         e = (vf)((vi)e | ((vi)z & sign)); /* e >= 0, so OR-ing the sign is copysign */
         os_store_f32(y + i, xv * 0.5f * (1.0f + e));
     }

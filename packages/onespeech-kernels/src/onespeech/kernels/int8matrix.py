@@ -19,7 +19,17 @@ import numpy as np
 
 from onespeech.kernels import ops
 
-__all__ = ["SCALE_SUFFIX", "Int8Matrix", "Matrix", "linear", "linear_many", "linear_rows", "matrix", "quantize"]
+__all__ = [
+    "SCALE_SUFFIX",
+    "Int8Matrix",
+    "Matrix",
+    "conv3x3s2",
+    "linear",
+    "linear_many",
+    "linear_rows",
+    "matrix",
+    "quantize",
+]
 
 #: Name suffix of a quantized weight's per-row scales in INT8 runtime files.
 SCALE_SUFFIX = "_scale"
@@ -86,6 +96,17 @@ def linear(
     if isinstance(w, Int8Matrix):
         return _rounded(ops.linear_int8(x, w.codes, w.scale, bias), round_to_bf16)
     return ops.linear(x, w, bias, round_to_bf16=round_to_bf16)
+
+
+def conv3x3s2(x: np.ndarray, kernel: Matrix, bias: np.ndarray | None = None, *, round_to_bf16: bool = False
+              ) -> np.ndarray:  # fmt: skip
+    """:func:`ops.conv3x3s2`; an :class:`Int8Matrix` kernel (Co, 9 * Ci) multiplies the patches
+    (:func:`ops.im2col_3x3s2`) as :func:`ops.linear_int8` does: each output pixel's patch quantized per row."""
+    if isinstance(kernel, Int8Matrix):
+        n, h, w, _ = x.shape
+        y = linear(ops.im2col_3x3s2(x), kernel, bias, round_to_bf16=round_to_bf16)
+        return y.reshape(n, (h + 1) // 2, (w + 1) // 2, kernel.shape[0])
+    return ops.conv3x3s2(x, kernel, bias, round_to_bf16=round_to_bf16)
 
 
 def linear_many(x: np.ndarray, ws: Sequence[Matrix], *, round_to_bf16: bool = False) -> list[np.ndarray]:

@@ -100,6 +100,7 @@ __all__ = [
     "embedding",
     "f32_to_bf16",
     "gelu",
+    "im2col_3x3s2",
     "layer_norm",
     "linear",
     "linear_int8",
@@ -658,17 +659,38 @@ def conv3x3s2(
         y = _conv3x3s2_bf16_dot(x, kernel, bias, round_to_bf16)
         if y is not None:
             return y.reshape(n, ho, wo, co)
-    if _kernels is None:
-        cols = _ref.im2col_3x3s2(x)
-    elif c == 1:
+    if _kernels is not None and c == 1:
         y = _empty((n * ho * wo, co))
         taps = np.ascontiguousarray((_ref.bf16_to_f32(kernel) if kernel.dtype == np.uint16 else kernel).T)
         _kernels.conv3x3s2_c1(x, taps, None if bias is None else _f32(bias), y, get_threads(), round_to_bf16)
         return y.reshape(n, ho, wo, co)
-    else:
-        cols = _empty((n * ho * wo, 9 * c))
-        _kernels.im2col_3x3s2(x, cols, get_threads())
-    return linear(cols, kernel, bias, round_to_bf16=round_to_bf16).reshape(n, ho, wo, co)
+    return linear(im2col_3x3s2(x), kernel, bias, round_to_bf16=round_to_bf16).reshape(n, ho, wo, co)
+
+
+def im2col_3x3s2(x: np.ndarray) -> np.ndarray:
+    """The patches of a 3x3, stride-2, pad-1 convolution over channels-last images.
+
+    Row ``(i * Ho + r) * Wo + c`` holds image i's 3 x 3 window centred on input
+    pixel (2r, 2c), ordered (kh, kw, channel), zeros outside the image: the rows
+    `conv3x3s2` multiplies with its [Co, kh, kw, Ci] kernel (any product of them
+    with a weight matrix is that convolution).
+
+    Parameters
+    ----------
+    x : ndarray[float32], shape (n, H, W, C)
+
+    Returns
+    -------
+    ndarray[float32], shape (n * ceil(H / 2) * ceil(W / 2), 9 * C)
+    """
+    x = _array("x", x)
+    _ndim("x", x, 4, "(n, H, W, C)")
+    if _kernels is None:
+        return np.ascontiguousarray(_ref.im2col_3x3s2(x))
+    n, h, w, c = x.shape
+    cols = _empty((n * ((h + 1) // 2) * ((w + 1) // 2), 9 * c))
+    _kernels.im2col_3x3s2(x, cols, get_threads())
+    return cols
 
 
 def _conv3x3s2_bf16_dot(

@@ -21,6 +21,8 @@ reference builds its ``cu_seqlens`` for and applies only under FlashAttention-2.
 Convolutions run per batch of chunks (`ops.conv3x3s2`: the first, one input
 channel, directly; the others as one product over their patches) in a
 channels-last layout, so gathering a patch copies contiguous channel rows.
+Under INT8 those two products are int8 ones (`int8matrix.conv3x3s2`), their
+kernels quantized per output channel when the encoder is built.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 
 from onespeech.kernels import int8matrix, ops
 from onespeech.kernels.cancel import Cancel
-from onespeech.kernels.int8matrix import matrix
+from onespeech.kernels.int8matrix import Int8Matrix, Matrix, matrix
 from onespeech.qwen3.config import AudioEncoderConfig, Qwen3Config
 from onespeech.qwen3.errors import ConfigError, raise_if_recognition_cancelled
 from onespeech.qwen3.runtime import activation_rounding, tensor_bytes, tensors_under
@@ -107,12 +109,18 @@ class AudioEncoder:
         self._bf16 = bf16_activations
         self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col
-        self._conv = [
+        self._conv: list[Matrix] = [
             np.ascontiguousarray(self._w[f"conv2d{i}.weight"].transpose(0, 2, 3, 1)).reshape(
                 dims.downsample_hidden_size, -1
             )
             for i in (1, 2, 3)
         ]
+        if isinstance(matrix(self._w, "conv_out.weight"), Int8Matrix):
+            # INT8: the convolutions over many channels are products like the Linear layers
+            # (most of the encoder's work at 0.6B), quantized here per output channel from
+            # the stored bfloat16 values (a few MB); the first, over one channel, stays float
+            self._conv[1:] = [int8matrix.quantize(ops.bf16_to_f32(k) if k.dtype == np.uint16 else k)
+                              for k in self._conv[1:]]  # fmt: skip
         self.chunk_frames = 2 * dims.n_window  # convolution chunk in mel frames
         # positions restart at every convolution chunk: only one chunk's tokens need a row
         per_chunk = output_length(self.chunk_frames, self.chunk_frames)
@@ -205,7 +213,7 @@ class AudioEncoder:
     def _conv_stack(self, x: np.ndarray) -> np.ndarray:
         """Three GELU convolutions, flattened per time step as conv_out reads them: [n, t, C * F]."""
         for i, kernel in enumerate(self._conv, start=1):
-            x = self._gelu(ops.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"], round_to_bf16=self._bf16))
+            x = self._gelu(int8matrix.conv3x3s2(x, kernel, self._w[f"conv2d{i}.bias"], round_to_bf16=self._bf16))
         n, f, t, c = x.shape
         # the reference flattens (channel, frequency) per time step: index c * f + freq
         return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, t, c * f)
