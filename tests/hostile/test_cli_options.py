@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from onespeech.speech.cli import NumberOption, build_parser
+from onespeech.speech.flags import AutoOr
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Numeric:
     positionals: tuple[str, ...]  # placeholders for the verb's positional arguments
     flag: str
     kind: NumberOption
+    auto: bool = False  # "auto" is taken too (an AutoOr: None, the option's automatic value)
 
     def __str__(self) -> str:
         return f"{' '.join(self.verb)} {self.flag}"
@@ -55,6 +57,8 @@ def _numeric_options() -> list[Numeric]:
         for action in verb_actions:
             if isinstance(action.type, NumberOption):
                 out.append(Numeric(verb, positionals, action.option_strings[-1], action.type))
+            elif isinstance(action.type, AutoOr):
+                out.append(Numeric(verb, positionals, action.option_strings[-1], action.type.number, auto=True))
     return out
 
 
@@ -111,6 +115,13 @@ def test_bad_values_are_one_usage_error_naming_the_flag(option: Numeric) -> None
         assert option.kind.allowed() in last, last
 
     check()
+
+
+@pytest.mark.parametrize("option", [o for o in NUMERIC if o.auto], ids=str)
+@pytest.mark.parametrize("value", ["auto", "AUTO", " Auto "])
+def test_auto_options_take_auto_as_none(option: Numeric, value: str) -> None:
+    code, stderr, parsed = _parse(option, value)
+    assert code is None and parsed is None, stderr
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-5", "0", "1e-9"])

@@ -109,18 +109,19 @@ class AudioEncoder:
         self._bf16 = bf16_activations
         self._round: Callable[[np.ndarray], np.ndarray] = activation_rounding(bf16_activations)
         # conv kernels [Co, Ci, kh, kw] -> [Co, kh, kw, Ci] to match channels-last im2col
-        self._conv: list[Matrix] = [
+        kernels = [
             np.ascontiguousarray(self._w[f"conv2d{i}.weight"].transpose(0, 2, 3, 1)).reshape(
                 dims.downsample_hidden_size, -1
             )
             for i in (1, 2, 3)
         ]
+        self._conv: list[Matrix] = list(kernels)
         if isinstance(matrix(self._w, "conv_out.weight"), Int8Matrix):
             # INT8: the convolutions over many channels are products like the Linear layers
             # (most of the encoder's work at 0.6B), quantized here per output channel from
             # the stored bfloat16 values (a few MB); the first, over one channel, stays float
             self._conv[1:] = [int8matrix.quantize(ops.bf16_to_f32(k) if k.dtype == np.uint16 else k)
-                              for k in self._conv[1:]]  # fmt: skip
+                              for k in kernels[1:]]  # fmt: skip
         self.chunk_frames = 2 * dims.n_window  # convolution chunk in mel frames
         # positions restart at every convolution chunk: only one chunk's tokens need a row
         per_chunk = output_length(self.chunk_frames, self.chunk_frames)
