@@ -255,3 +255,25 @@ def test_any_shape_gives_the_same_bits_everywhere(m: int, n: int, k: int, seed: 
     want = reference.linear_int8(x, w, scale, bias)
     for name in VARIANTS:
         assert _same(_linear(name, x, w, scale, bias, threads=1 + seed % 3), want), name
+
+
+@pytest.mark.parametrize("numpy_path", [False, True])
+def test_int8_convolution_is_linear_int8_on_the_patches(numpy_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`int8matrix.conv3x3s2` with an int8 kernel: each output pixel's patch (`ops.im2col_3x3s2`)
+    quantized per row and multiplied as `linear_int8` does; a float kernel goes to `ops.conv3x3s2`."""
+    from onespeech.kernels import int8matrix
+
+    if numpy_path:
+        monkeypatch.setattr(ops, "_kernels", None)
+    x = (RNG.standard_normal((2, 9, 14, 5)) * 3).astype(np.float32)
+    kernel = (RNG.standard_normal((7, 45)) * 0.1).astype(np.float32)
+    bias = RNG.standard_normal(7).astype(np.float32)
+    cols = ops.im2col_3x3s2(x)
+    assert cols.shape == (2 * 5 * 7, 45) and np.array_equal(cols, reference.im2col_3x3s2(x))
+    codes = int8matrix.quantize(kernel)
+    y = int8matrix.conv3x3s2(x, codes, bias)
+    assert y.shape == (2, 5, 7, 7)
+    assert _same(y.reshape(-1, 7), reference.linear_int8(reference.im2col_3x3s2(x), codes.codes, codes.scale, bias))
+    assert _same(int8matrix.conv3x3s2(x, kernel, bias), ops.conv3x3s2(x, kernel, bias))
+    with pytest.raises(ValueError, match=r"expected 4 dims|\(n, H, W, C\)"):
+        ops.im2col_3x3s2(x[0])
