@@ -619,6 +619,28 @@ static void os_silu(const float *x, float *y, os_idx n) {
  * argument in two parts of ln 2, the degree-6 polynomial, 2^n through the
  * exponent bits) with no product fused into its add. The scalar version serves
  * the generic build and the vector builds' tails; one float op for one. */
+/* the steps the scalar and the vector GELU share, written once for both types:
+ * Cephes' reduced argument r = x - n ln 2 (ln 2 in two parts) and p = exp(r),
+ * and A & S 7.1.26's t = 1 / (1 + 0.3275911 |z|) and its polynomial r(t) */
+#define OS_GELU_EXP_POLY(x, nf, r, p)                                          \
+    do {                                                                       \
+        r = ((x) - OS_NC((nf) * 0.693359375f)) - OS_NC((nf) * -2.12194440e-4f); \
+        p = OS_NC(1.9875691500e-4f * r) + 1.3981999507e-3f;                    \
+        p = OS_NC(p * r) + 8.3334519073e-3f;                                   \
+        p = OS_NC(p * r) + 4.1665795894e-2f;                                   \
+        p = OS_NC(p * r) + 1.6666665459e-1f;                                   \
+        p = OS_NC(p * r) + 5.0000001201e-1f;                                   \
+        p = (OS_NC(p * (r * r)) + r) + 1.0f;                                   \
+    } while (0)
+#define OS_GELU_ERF_POLY(a, t, r)                                              \
+    do {                                                                       \
+        t = 1.0f / (OS_NC(0.3275911f * (a)) + 1.0f);                           \
+        r = OS_NC(1.061405429f * t) - 1.453152027f;                            \
+        r = OS_NC(r * t) + 1.421413741f;                                       \
+        r = OS_NC(r * t) - 0.284496736f;                                       \
+        r = OS_NC(r * t) + 0.254829592f;                                       \
+    } while (0)
+
 static inline float os_gelu_exp_1(float x) {
     x = x < -87.33654f ? -87.33654f : x;
     const float magic = 12582912.0f;
@@ -627,13 +649,8 @@ static inline float os_gelu_exp_1(float x) {
     uint32_t tb, mb;
     memcpy(&tb, &t, sizeof tb);
     memcpy(&mb, &magic, sizeof mb);
-    float r = (x - OS_NC(nf * 0.693359375f)) - OS_NC(nf * -2.12194440e-4f);
-    float p = OS_NC(1.9875691500e-4f * r) + 1.3981999507e-3f;
-    p = OS_NC(p * r) + 8.3334519073e-3f;
-    p = OS_NC(p * r) + 4.1665795894e-2f;
-    p = OS_NC(p * r) + 1.6666665459e-1f;
-    p = OS_NC(p * r) + 5.0000001201e-1f;
-    p = (OS_NC(p * (r * r)) + r) + 1.0f;
+    float r, p;
+    OS_GELU_EXP_POLY(x, nf, r, p);
     uint32_t e = (tb - mb + 127u) << 23; /* as the vector version's int32 lanes, wrapping */
     float scale;
     memcpy(&scale, &e, sizeof scale);
@@ -648,11 +665,8 @@ static inline float os_gelu_exp_1(float x) {
 static inline float os_gelu_1(float x) {
     float z = x * 0.70710678118654752440f;
     float a = fabsf(z);
-    float t = 1.0f / (OS_NC(0.3275911f * a) + 1.0f);
-    float r = OS_NC(1.061405429f * t) - 1.453152027f;
-    r = OS_NC(r * t) + 1.421413741f;
-    r = OS_NC(r * t) - 0.284496736f;
-    r = OS_NC(r * t) + 0.254829592f;
+    float t, r;
+    OS_GELU_ERF_POLY(a, t, r);
     float e = 1.0f + OS_NC((-os_gelu_exp_1(-(z * z)) * t) * r);
     return x * 0.5f * (1.0f + copysignf(e, z));
 }
@@ -664,13 +678,8 @@ static inline vf os_gelu_exp(vf x) {
     vf t = OS_NC(x * 1.44269504088896341f) + magic;
     vf nf = t - magic;
     vi n = (vi)t - (vi)magic;
-    vf r = (x - OS_NC(nf * 0.693359375f)) - OS_NC(nf * -2.12194440e-4f);
-    vf p = OS_NC(1.9875691500e-4f * r) + 1.3981999507e-3f;
-    p = OS_NC(p * r) + 8.3334519073e-3f;
-    p = OS_NC(p * r) + 4.1665795894e-2f;
-    p = OS_NC(p * r) + 1.6666665459e-1f;
-    p = OS_NC(p * r) + 5.0000001201e-1f;
-    p = (OS_NC(p * (r * r)) + r) + 1.0f;
+    vf r, p;
+    OS_GELU_EXP_POLY(x, nf, r, p);
     vi e = (n + 127) << 23;
     return p * (vf)e;
 }
@@ -684,11 +693,8 @@ static void os_gelu(const float *x, float *y, os_idx n) {
         vf xv = os_load_f32(x + i);
         vf z = xv * 0.70710678118654752440f;
         vf a = (vf)((vi)z & ~sign);
-        vf t = 1.0f / (OS_NC(0.3275911f * a) + 1.0f);
-        vf r = OS_NC(1.061405429f * t) - 1.453152027f;
-        r = OS_NC(r * t) + 1.421413741f;
-        r = OS_NC(r * t) - 0.284496736f;
-        r = OS_NC(r * t) + 0.254829592f;
+        vf t, r;
+        OS_GELU_ERF_POLY(a, t, r);
         vf e = 1.0f + OS_NC((-os_gelu_exp(-(z * z)) * t) * r);
         e = (vf)((vi)e | ((vi)z & sign)); /* e >= 0, so OR-ing the sign is copysign */
         os_store_f32(y + i, xv * 0.5f * (1.0f + e));
