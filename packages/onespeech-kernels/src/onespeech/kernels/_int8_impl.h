@@ -20,7 +20,7 @@
  *   (K * 127 * 128 < 2^31);
  * - y[m, n] = (float)acc * (sx[m] * sw[n]), then + bias[n]: the conversion
  *   rounds to nearest even, then two float32 products and one sum, each
- *   rounded; the product is kept out of the sum's reach (os_i8_opaque) so that
+ *   rounded; the product is kept out of the sum's reach (OS_NC) so that
  *   no build contracts the two into one fused multiply-add.
  *
  * The dot products, by build:
@@ -64,21 +64,6 @@
 
 /* largest K for which int32 accumulation cannot overflow: 131072 * 127 * 128 < 2^31 */
 #define OS_I8_MAX_K 131072
-
-/* v unchanged, but the compiler cannot see through it: a product passed
- * through here is never fused with a later add (GCC contracts a * b + c into
- * an FMA on builds that have one, which would change the bits) */
-static inline float os_i8_opaque(float v) {
-#if defined(__GNUC__) && defined(__x86_64__)
-    __asm__("" : "+x"(v));
-#elif defined(__GNUC__) && defined(__aarch64__)
-    __asm__("" : "+w"(v));
-#else
-    volatile float t = v;
-    v = t;
-#endif
-    return v;
-}
 
 /* q = the codes of one row x of K values, returns its scale (rule above) */
 static float os_i8_quantize_row(const float *x, os_idx K, int8_t *q) {
@@ -298,7 +283,7 @@ static inline __attribute__((always_inline)) void os_i8_dot2x4(const int8_t *x0,
 }
 
 static inline float os_i8_dequant(int32_t acc, float sx, float sw, const float *bias, os_idx n) {
-    float y = os_i8_opaque((float)acc * (sx * sw));
+    float y = OS_NC((float)acc * (sx * sw));
     return bias ? y + bias[n] : y;
 }
 
@@ -495,8 +480,7 @@ static inline void os_i8_panel_dequant(int32_t acc[OS_I8_MR][OS_I8_NR], os_idx m
         const __m512 swv = _mm512_loadu_ps(sw + 16 * j);
         for (os_idx i = 0; i < mr; i++) {
             __m512i a = _mm512_sub_epi32(_mm512_loadu_si512((const void *)(acc[i] + 16 * j)), corr);
-            __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swv));
-            __asm__("" : "+v"(p));
+            __m512 p = OS_NC(_mm512_mul_ps(_mm512_cvtepi32_ps(a), _mm512_mul_ps(_mm512_set1_ps(sx[i]), swv)));
             if (bias) p = _mm512_add_ps(p, _mm512_loadu_ps(bias + 16 * j));
             _mm512_storeu_ps(y + i * ldy + 16 * j, p);
         }

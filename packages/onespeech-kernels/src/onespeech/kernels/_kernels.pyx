@@ -775,33 +775,27 @@ cdef int _i8_many(const float *x, os_idx B, const void **ws, const float **scale
     return 0
 
 
-cdef void _linear_int8_panels(const float *x, os_idx M, os_idx K, const signed char *w, const float *sw,
-                              const float *bias, float *y, os_idx N, int n_threads) except *:
-    """linear_int8 of M >= I8_PANEL_MIN_ROWS rows on a VNNI build: the codes offset
-    once, then each task one packed panel of OS_I8_NR weight rows for every row."""
+cdef int _linear_int8_panels(const signed char *q, const float *sx, os_idx M, os_idx K, const signed char *w,
+                             const float *sw, const float *bias, float *y, os_idx N, int n_threads) noexcept nogil:
+    """linear_int8's products of M >= I8_PANEL_MIN_ROWS quantized rows (codes q, scales sx)
+    on a VNNI build: the codes offset once, then each task one packed panel of OS_I8_NR
+    weight rows for every row. -1 if scratch could not be allocated."""
     cdef os_idx Kp = os_i8_kp(K), n_panels = (N + OS_I8_NR - 1) // OS_I8_NR, c, p
     cdef os_idx n_chunks = (M + I8_QUANT_ROWS - 1) // I8_QUANT_ROWS
     cdef int nt = _threads_for(n_panels, n_threads)
-    cdef signed char *q = <signed char *> malloc(M * K)
-    cdef float *sx = <float *> malloc(M * sizeof(float))
     cdef unsigned char *xu = <unsigned char *> malloc(M * Kp)
     cdef signed char *panels = <signed char *> malloc(nt * os_i8_panel_bytes(K))
-    if q == NULL or sx == NULL or xu == NULL or panels == NULL:
-        free(q)
-        free(sx)
+    if xu == NULL or panels == NULL:
         free(xu)
         free(panels)
-        raise MemoryError(f"int8 products need {M * (K + Kp) + nt * os_i8_panel_bytes(K)} bytes of scratch")
-    with nogil:
-        for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
-            os_i8_quantize_rows(x, K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
-            os_i8_offset_rows(q, K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), xu)
-        for p in prange(n_panels, schedule="dynamic", num_threads=nt):
-            os_i8_gemm_panels(xu, sx, M, w, sw, K, bias, y, N, p, p + 1, panels + threadid() * os_i8_panel_bytes(K))
-    free(q)
-    free(sx)
+        return -1
+    for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
+        os_i8_offset_rows(q, K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), xu)
+    for p in prange(n_panels, schedule="dynamic", num_threads=nt):
+        os_i8_gemm_panels(xu, sx, M, w, sw, K, bias, y, N, p, p + 1, panels + threadid() * os_i8_panel_bytes(K))
     free(xu)
     free(panels)
+    return 0
 
 
 def linear_int8(const float[:, ::1] x,          # IN  (M, K)
@@ -814,7 +808,8 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
 
     One row (decode): each thread one contiguous share of the weight rows, read
     as four far-apart streams. More rows: tasks of I8_MB activation rows x I8_NB
-    weight rows. Integer sums are exact and each output is dequantized alone, so
+    weight rows, or from I8_PANEL_MIN_ROWS rows on VNNI builds packed panels
+    (_linear_int8_panels). Integer sums are exact and each output is dequantized alone, so
     no split changes a bit.
     """
     cdef os_idx M = x.shape[0], K = x.shape[1], N = w.shape[0]
@@ -837,29 +832,32 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
         if rc:
             raise MemoryError(f"int8 products need {K} bytes of activation codes")
         return
-    if OS_I8_PANEL and M >= I8_PANEL_MIN_ROWS:
-        _linear_int8_panels(&x[0, 0], M, K, &w[0, 0], &w_scale[0], bp, &y[0, 0], N, n_threads)
-        return
     q = <signed char *> malloc(max(1, M * K))
     sx = <float *> malloc(M * sizeof(float))
     if q == NULL or sx == NULL:
         free(q)
         free(sx)
         raise MemoryError(f"int8 products need {M * K} bytes of activation codes")
+    rc = 0
     try:
         with nogil:
             for c in prange(n_chunks, schedule="static", num_threads=_threads_for(n_chunks, n_threads)):
                 os_i8_quantize_rows(&x[0, 0], K, c * I8_QUANT_ROWS, min(M, (c + 1) * I8_QUANT_ROWS), q, sx)
-            n_mb = (M + I8_MB - 1) // I8_MB
-            n_nb = (N + I8_NB - 1) // I8_NB
-            for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
-                m0 = (t % n_mb) * I8_MB
-                n0 = (t // n_mb) * I8_NB
-                os_i8_gemm_rows(q, sx, &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N, m0, min(M, m0 + I8_MB),
-                                n0, min(N, n0 + I8_NB))
+            if OS_I8_PANEL and M >= I8_PANEL_MIN_ROWS:
+                rc = _linear_int8_panels(q, sx, M, K, &w[0, 0], &w_scale[0], bp, &y[0, 0], N, n_threads)
+            else:
+                n_mb = (M + I8_MB - 1) // I8_MB
+                n_nb = (N + I8_NB - 1) // I8_NB
+                for t in prange(n_mb * n_nb, schedule="dynamic", num_threads=_threads_for(n_mb * n_nb, n_threads)):
+                    m0 = (t % n_mb) * I8_MB
+                    n0 = (t // n_mb) * I8_NB
+                    os_i8_gemm_rows(q, sx, &w[0, 0], &w_scale[0], K, bp, &y[0, 0], N, m0, min(M, m0 + I8_MB),
+                                    n0, min(N, n0 + I8_NB))
     finally:
         free(q)
         free(sx)
+    if rc:
+        raise MemoryError(f"int8 products need {M * os_i8_kp(K)} bytes of offset codes and packed panels")
 
 
 def stream_sum(const float[::1] a,  # IN

@@ -56,8 +56,12 @@ typedef ptrdiff_t os_idx;
 #endif
 #elif defined(__GNUC__) && defined(__aarch64__)
 #define OS_NC(v) __extension__({ __typeof__(v) nc_ = (v); __asm__("" : "+w"(nc_)); nc_; })
-#else
-#define OS_NC(v) (*(volatile __typeof__(v) *)&(__typeof__(v)){(v)})
+#else /* other compilers build only the scalar variant: one float through a volatile */
+static inline float os_nc_float(float v) {
+    volatile float t = v;
+    return t;
+}
+#define OS_NC(v) os_nc_float(v)
 #endif
 
 #if OS_LANES == 1
