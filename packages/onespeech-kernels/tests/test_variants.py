@@ -126,7 +126,11 @@ def test_single_channel_convolution_sums_the_nine_taps(variant: str, shape: tupl
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_gelu_and_the_single_channel_convolution_give_the_generic_bits(variant: str) -> None:
+@pytest.mark.parametrize("shape,co", [((2, 17, 23, 1), 37), ((1, 1, 1, 1), 1), ((3, 128, 100, 1), 16),
+                                      ((1, 2, 7, 1), 480)])
+def test_gelu_and_the_single_channel_convolution_give_the_generic_bits(
+    variant: str, shape: tuple[int, int, int, int], co: int
+) -> None:
     """No product is fused into an add in either (every build sums with the same roundings) and
     GELU's exp is one polynomial everywhere: the INT8 encoder quantizes their outputs to int8 codes,
     where a last-bit difference would become a step of the code."""
@@ -137,11 +141,12 @@ def test_gelu_and_the_single_channel_convolution_give_the_generic_bits(variant: 
     got = np.empty_like(x)
     run(variant, "gelu", x, got, threads=2)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
-    image, kernel, bias = randn(2, 17, 23, 1), randn(37, 9), randn(37)
+    image, kernel, bias = randn(*shape), randn(co, 9), randn(co)
     taps = np.ascontiguousarray(kernel.T)
+    n, h, w, _ = shape
     outs = []
     for v in ("generic", variant):
-        y = np.empty((2 * 9 * 12, 37), np.float32)
+        y = np.empty((n * ((h + 1) // 2) * ((w + 1) // 2), co), np.float32)
         run(v, "conv3x3s2_c1", image, taps, bias, y)
         outs.append(y)
     assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
