@@ -78,10 +78,13 @@ def _speaker_model_offline(speaker_model_file: Path | None) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _empty_hf_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Models are looked for in the Hugging Face cache before any download: tests see an empty one
-    (not the developer's own ``~/.cache/huggingface``) unless they set HF_HUB_CACHE themselves."""
+def _isolated_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests never read or write the developer's caches. Models are looked for in the Hugging Face
+    cache before any download, so tests see an empty one (not ``~/.cache/huggingface``); our own
+    store (models, verification stamps) is a fresh folder per session. A test may set either
+    variable itself with monkeypatch."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_CACHE", str(tmp_path_factory.mktemp("hf-hub-cache")))
+        patch.setenv("ONESPEECH_HOME", str(tmp_path_factory.mktemp("onespeech-home")))
         patch.delenv("HF_TOKEN", raising=False)
         yield
