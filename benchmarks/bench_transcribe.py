@@ -49,7 +49,8 @@ plus written), then per precision loads the recognizer, prefills ``--prompt`` po
 (a 30 s chunk's prompt is about 400; the other sequences of a batch copy that cache)
 and, for each batch size of ``--batch``, times ``--tokens`` decode steps (``Qwen3Decoder.forward`` of one position for a batch of 1,
 ``step_batch`` for more, each with the output head). Bytes read per step: every
-decoder matrix and norm plus the tied embedding as output head, at the precision,
+decoder matrix and norm plus the output head the decoder reads (the tied embedding,
+or under INT8 the head's int8 codes and scales), at the precision,
 plus each sequence's keys and values up to its position. Prints ms per step, the
 achieved bandwidth (bytes per step / seconds per step) and its share of the
 copy bandwidth probed in the worker just before and after the steps (the best of
@@ -166,10 +167,11 @@ def worker_decode(args: argparse.Namespace) -> dict:
     options = Qwen3Options(threads=args.threads, precision=Precision.parse(args.precision))
     rec = Qwen3Recognizer.load(args.asr, options)
     decoder = rec.decoder
-    # every decoder matrix and norm, and the tied embedding as output head; the runtime's
-    # head file repeats the embedding and is never read
+    # every decoder matrix and norm, and the output head the decoder reads: the tied embedding
+    # (FP32, BF16) or the head file's int8 codes and scales (INT8); embedding lookups are not counted
     weights = int(sum(rec._model[n].nbytes for n in rec._model
-                      if n.startswith("thinker.model.") and n != "thinker.lm_head.weight"))
+                      if n.startswith("thinker.model.") and n != "thinker.model.embed_tokens.weight"))
+    weights += int(decoder._head.nbytes) if decoder._head is not None else 0
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 150000, size=args.prompt)
     capacity = args.prompt + args.tokens + 2

@@ -114,6 +114,41 @@ def test_resolve_model_still_checks_the_kind(store: Path) -> None:
         resolve_model(MODEL, kind="asr", revision=REV, catalog_dir=store)
 
 
+# -- a newer converter -----------------------------------------------------------------
+@pytest.mark.parametrize("where", ["catalog", "in place"])
+def test_files_of_another_converter_version_are_converted_again(
+    repo: Path, store: Path, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onespeech.kernels import registry
+    from onespeech.kernels.registry import register_kind
+    from onespeech.kernels.store import read_manifest
+
+    kind, calls = ("vad" if where == "catalog" else "store-versioned"), []
+    if where == "catalog":  # catalogs name the known kinds: this one's registration comes back afterwards
+        monkeypatch.setitem(registry._KINDS, kind, registry.model_kind(kind))
+
+    def converter(version: str):  # type: ignore[no-untyped-def]
+        def convert(publisher: Path, staging: Path, precision: str, revision: str | None) -> None:
+            calls.append(version)
+            (staging / f"weights.{precision}").write_bytes(version.encode() + (publisher / "weights.bin").read_bytes())
+        return convert
+
+    def load(version: str) -> Path:
+        register_kind(kind, converter(version), sources=lambda d: sorted(n for n in SOURCES if (d / n).is_file()),
+                      describe_sources=" and ".join(SOURCES), converter_version=f"layout {version}")  # fmt: skip
+        if where == "in place":
+            return resolve(str(repo), kind=kind)
+        return resolve(MODEL, kind=kind, catalog_dir=store, progress=False)
+
+    first = load("1")
+    assert load("1") == first and calls == ["1"]  # the same version: verified, not converted again
+    again = load("2")
+    assert again == first and calls == ["1", "2"]
+    assert (again / "weights.fp32").read_bytes().startswith(b"2")
+    assert read_manifest(again, name="install.fp32.json").metadata["converter"] == "layout 2"
+    assert load("2") == again and calls == ["1", "2"]
+
+
 # -- list ------------------------------------------------------------------------------
 def test_list_models_reports_both_caches(store: Path) -> None:
     (state,) = list_models(catalog_dir=store)

@@ -83,7 +83,7 @@ def test_manifest_lists_every_file_with_size_and_digest(publisher: Path, fp32_di
         assert sha256_file(fp32_dir / name) == pin
         assert pin.size <= convert_module.MAX_FILE_BYTES
     meta = manifest.metadata
-    assert meta["precision"] == "fp32" and meta["converter"] == "onespeech.qwen3.convert 1"
+    assert meta["precision"] == "fp32" and meta["converter"] == "onespeech.qwen3.convert 2"
     assert meta["source"]["model.safetensors"]["sha256"] == sha256_file(publisher / "model.safetensors").sha256
     for name in ("config.json", "vocab.json", "merges.txt", "tokenizer_config.json"):
         assert (fp32_dir / name).read_bytes() == (publisher / name).read_bytes()

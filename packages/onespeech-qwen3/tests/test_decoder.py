@@ -3,6 +3,7 @@ import pytest
 
 from onespeech.kernels import ops
 from onespeech.kernels.int8matrix import SCALE_SUFFIX
+from onespeech.qwen3.config import LM_HEAD_NAME
 from onespeech.qwen3.convert import int8_quantized
 from onespeech.qwen3.decoder import Qwen3Decoder, rope_tables
 from onespeech.qwen3.errors import RecognitionCancelled
@@ -133,12 +134,14 @@ def test_bf16_cache_holds_bits_and_changes_nothing(tiny_weights, tiny_config) ->
     assert np.array_equal(bf16.hidden_states(x), widened.hidden_states(x))
 
 
-def _int8_weights(weights) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
-    """The tensors as INT8 runtime files hold them: Linear weights as codes plus scales."""
+def _int8_weights(weights, config) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """The tensors as INT8 runtime files hold them: Linear weights as codes plus scales, the head
+    quantized from the tensor the reference uses as head."""
     out = dict(weights)
     for name in weights:
-        if int8_quantized(name, weights[name].shape):
-            codes, scale = ops.quantize_int8(ops.bf16_to_f32(weights[name]))
+        if int8_quantized(name, weights[name].shape, config):
+            source = config.output_head_name if name == LM_HEAD_NAME else name
+            codes, scale = ops.quantize_int8(ops.bf16_to_f32(weights[source]))
             out[name], out[name + SCALE_SUFFIX] = codes, scale
     return out
 
@@ -146,7 +149,7 @@ def _int8_weights(weights) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 def test_fused_one_token_steps_equal_the_op_path(tiny_weights, tiny_config, precision: str) -> None:
     bf16 = precision == "bf16"
-    weights = _int8_weights(tiny_weights) if precision == "int8" else tiny_weights
+    weights = _int8_weights(tiny_weights, tiny_config) if precision == "int8" else tiny_weights
     fused = Qwen3Decoder(weights, tiny_config, bf16_activations=bf16)
     if fused._fused is None:
         pytest.skip("no compiled kernels: every step runs op by op")

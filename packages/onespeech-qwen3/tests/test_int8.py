@@ -47,21 +47,39 @@ def _widened(bits: np.ndarray) -> np.ndarray:
 def test_linear_weights_become_per_channel_codes_the_rest_keeps_its_bf16_bits(int8_dir: Path) -> None:
     with load_model(int8_dir, "int8") as model, open_checkpoint(int8_dir) as ckpt:
         assert model.precision == "int8" and not has_runtime(int8_dir, "fp32")
-        quantized = [n for n in ckpt if convert_module.int8_quantized(n, ckpt[n].shape)]
-        # every Linear of the encoder (conv_out and the projector included) and of the decoder layers
+        config = model.config
+        quantized = [n for n in ckpt if convert_module.int8_quantized(n, ckpt[n].shape, config)]
+        # every Linear of the encoder (conv_out and the projector included), of the decoder layers, and the head
         assert "thinker.audio_tower.conv_out.weight" in quantized and "thinker.audio_tower.proj2.weight" in quantized
         assert "thinker.model.layers.4.mlp.down_proj.weight" in quantized
-        assert EMBED_NAME not in quantized and LM_HEAD_NAME not in quantized
+        assert LM_HEAD_NAME in quantized and EMBED_NAME not in quantized
         assert set(model) == set(ckpt) | {n + SCALE_SUFFIX for n in quantized}
         for name in ckpt:
+            # the head file holds the head the reference uses: the tied embedding (test_runtime)
+            source = config.output_head_name if name == LM_HEAD_NAME else name
             if name in quantized:
-                codes, scale = ops.quantize_int8(_widened(ckpt[name]))
+                codes, scale = ops.quantize_int8(_widened(ckpt[source]))
                 w = matrix(model, name)
                 assert isinstance(w, Int8Matrix)
                 assert np.array_equal(w.codes, codes) and np.array_equal(w.scale, scale)
-            elif name != LM_HEAD_NAME:  # the head is the tied embedding (test_runtime)
+            else:
                 assert model[name].dtype == np.uint16 and np.array_equal(model[name], ckpt[name]), name
-        assert np.array_equal(model[LM_HEAD_NAME], model[EMBED_NAME])
+        assert config.output_head_name == EMBED_NAME
+        assert convert_module.runtime_head_name(config, "int8") == LM_HEAD_NAME
+        assert convert_module.runtime_head_name(config, "bf16") == EMBED_NAME
+
+
+def test_the_aligners_head_stays_bf16_under_int8(shared_data: Path, tmp_path: Path) -> None:
+    from onespeech_tools.checkpoints import make_checkpoint
+
+    directory = make_checkpoint(tmp_path / "aligner", "tiny", 7, kind="aligner", data_dir=shared_data)
+    ensure_runtime(directory, "int8")
+    with load_model(directory, "int8") as model, open_checkpoint(directory) as ckpt:
+        assert model.config.classify_num is not None
+        assert model[LM_HEAD_NAME].dtype == np.uint16 and np.array_equal(model[LM_HEAD_NAME], ckpt[LM_HEAD_NAME])
+        assert LM_HEAD_NAME + SCALE_SUFFIX not in set(model)
+        assert isinstance(matrix(model, "thinker.model.layers.0.mlp.up_proj.weight"), Int8Matrix)
+        assert convert_module.runtime_head_name(model.config, "int8") == LM_HEAD_NAME  # untied: its own head
 
 
 def test_conversion_is_deterministic_and_beside_other_precisions(int8_dir: Path, tmp_path: Path) -> None:
@@ -98,6 +116,29 @@ def test_corrupt_int8_file_is_refused_by_name_then_reconverted(fresh_dir: Path) 
     with load_model(fresh_dir, "int8") as model:  # converted again from the publisher files
         assert model["thinker.model.layers.0.self_attn.q_proj.weight"].dtype == np.int8
     assert sha256_file(target) == before
+
+
+def test_files_of_an_older_converter_are_converted_again(fresh_dir: Path) -> None:
+    """An INT8 install from before the int8 head (converter 1, its head bf16) is converted again on
+    load; runtime files alone, with no publisher files to convert, are refused by name."""
+    from onespeech.kernels.store import read_manifest, write_manifest
+
+    load_model(fresh_dir, "int8").close()
+    for name in ("manifest.int8.json", "install.int8.json"):  # the record lists the manifest: hashed anew
+        old = read_manifest(fresh_dir, name=name)
+        write_manifest(fresh_dir, list(old.files), name=name,
+                       metadata={**old.metadata, "converter": "onespeech.qwen3.convert 1"})  # fmt: skip
+    runtime_only = fresh_dir.parent / "runtime-only"
+    shutil.copytree(fresh_dir, runtime_only)
+    for path in runtime_only.glob("model*.safetensors*"):
+        path.unlink()
+    with pytest.raises(ModelIntegrityError, match="written by converter 'onespeech.qwen3.convert 1'") as info:
+        load_model(runtime_only, "int8")
+    assert info.value.path == str(runtime_only / "manifest.int8.json")
+    with Qwen3Recognizer.load(fresh_dir, Qwen3Options(precision="int8", threads=1)) as rec:
+        assert isinstance(rec.decoder._head, Int8Matrix)
+    for name in ("install.int8.json", "manifest.int8.json"):
+        assert read_manifest(fresh_dir, name=name).metadata["converter"] == convert_module.CONVERTER_ID
 
 
 def test_failed_int8_conversion_installs_nothing(fresh_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,12 +179,12 @@ def test_int8_layers_run_through_linear_int8(int8_dir: Path, fused: bool, monkey
     # + conv_out, proj1, proj2, and the two convolutions over many channels (1 s: one batch of chunks)
     encoder = 6 * cfg.audio.num_layers + 3 + 2
     # one encoder pass, the prefill and one more token (the second choice needs the first's step),
-    # whose layers are fused calls where the kernels are compiled
-    assert len(calls) == encoder + (1 if fused else 2) * layers_per_token
+    # whose layers are fused calls where the kernels are compiled; the head after each
+    assert len(calls) == encoder + (1 if fused else 2) * layers_per_token + 2
     c = cfg.audio.downsample_hidden_size
     assert calls.count((c, 9 * c)) == 2  # conv2d2 and conv2d3 on their patches
     assert (c, 9) not in calls  # the first convolution (one input channel) stays float
-    assert (cfg.output_rows, cfg.text.hidden_size) not in calls  # the head stays float
+    assert calls.count((cfg.output_rows, cfg.text.hidden_size)) == 2  # the head is an int8 product too
 
 
 @pytest.mark.parametrize("variant", ["generic", *VARIANTS])

@@ -44,6 +44,9 @@ class ModelKind:
         What a directory of publisher files of this kind holds (for error messages).
     catalog_dir : Path or None
         A directory of catalog files (``*.json``) shipped with the registering package.
+    converter_version : str
+        Names the converter's output layout; recorded in every install record, and a
+        record of another version is converted again (empty: not tracked).
     """
 
     kind: str
@@ -51,6 +54,7 @@ class ModelKind:
     sources: Callable[[Path], list[str]]
     describe_sources: str
     catalog_dir: Path | None = None
+    converter_version: str = ""
 
 
 _KINDS: dict[str, ModelKind] = {}
@@ -65,12 +69,13 @@ def register_kind(
     sources: Callable[[Path], list[str]],
     describe_sources: str,
     catalog_dir: str | os.PathLike[str] | None = None,
+    converter_version: str = "",
 ) -> ModelKind:
     """Register (or replace) the converter, source files and catalog directory of ``kind``."""
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind {kind!r} must be a non-empty string")
     directory = Path(catalog_dir) if catalog_dir is not None else None
-    entry = ModelKind(kind, converter, sources, describe_sources, directory)
+    entry = ModelKind(kind, converter, sources, describe_sources, directory, converter_version)
     with _LOCK:
         _KINDS[kind] = entry
     return entry

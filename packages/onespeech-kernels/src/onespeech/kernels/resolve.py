@@ -486,11 +486,12 @@ def _resolve_entry(
     directory = model_dir(entry, cache_dir)
     runtime = directory / RUNTIME_DIR
     record = install_record_name(precision)
-    if is_installed(runtime, record):
+    handler = model_kind(entry.kind)
+    if is_installed(runtime, record, handler.converter_version):
         return runtime
-    convert = converter or model_kind(entry.kind).converter
+    convert = converter or handler.converter
     with DirectoryLock(directory):
-        if is_installed(runtime, record):  # another process finished between our check and the lock
+        if is_installed(runtime, record, handler.converter_version):  # another process finished meanwhile
             return runtime
         remove_stale_staging(directory)
         publisher = directory / PUBLISHER_DIR
@@ -500,7 +501,7 @@ def _resolve_entry(
         try:
             _check_shard_index(sources, pins)
             metadata = {"model": entry.id, "kind": entry.kind, "revision": entry.revision, "precision": precision,
-                        "found_in": found_in(paths, publisher)}  # fmt: skip
+                        "converter": handler.converter_version, "found_in": found_in(paths, publisher)}  # fmt: skip
             runtime_pins = entry.runtime.get(precision)
             expected = runtime_pins.files if runtime_pins is not None and runtime_pins.status == "pinned" else None
             raise_if_cancelled(cancel, "model installation")
@@ -569,14 +570,14 @@ def resolve_local(
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory {directory} does not exist")
     record = install_record_name(precision)
+    handler = model_kind(kind)
     if (directory / record).is_file():
         meta = read_manifest(directory, name=record).metadata
         if meta.get("source_dir") != IN_PLACE:  # runtime files only: nothing to compare them with
             verify_manifest(directory, name=record)
             return directory
-        if changed_source(directory, meta) is None and is_installed(directory, record):
+        if changed_source(directory, meta) is None and is_installed(directory, record, handler.converter_version):
             return directory
-    handler = model_kind(kind)
     sources = handler.sources(directory)
     if not sources and (directory / record).is_file():  # publisher files removed after conversion
         verify_manifest(directory, name=record)
@@ -592,7 +593,8 @@ def resolve_local(
     target = local_runtime_dir(real, cache_dir)
     if (target / record).is_file():
         meta = read_manifest(target, name=record).metadata
-        if meta.get("source_dir") == str(real) and changed_source(real, meta) is None and is_installed(target, record):
+        if meta.get("source_dir") == str(real) and changed_source(real, meta) is None \
+                and is_installed(target, record, handler.converter_version):  # fmt: skip
             return target
     return convert_directory(real, target, precision, kind=kind, converter=converter, cancel=cancel)
 
@@ -662,7 +664,7 @@ def convert_directory(
         if (target / record).is_file():
             meta = read_manifest(target, name=record).metadata
             if meta.get("source_dir") == source_dir and changed_source(source, meta) is None \
-                    and is_installed(target, record):  # fmt: skip
+                    and is_installed(target, record, handler.converter_version):  # fmt: skip
                 return target  # converted by another process meanwhile
         remove_stale_staging(target)
         _drop_stale_records(target, source, source_dir)
@@ -670,7 +672,7 @@ def convert_directory(
         digests = {name: sha256_file(safe_join(source, name)) for name in handler.sources(source)}
         metadata = {
             "model": str(source.resolve()), "kind": kind, "revision": revision, "precision": precision,
-            "source_dir": source_dir, "source": {n: {"size": d.size, "sha256": d.sha256} for n, d in digests.items()},
+            "converter": handler.converter_version, "source_dir": source_dir, "source": {n: {"size": d.size, "sha256": d.sha256} for n, d in digests.items()},
         }  # fmt: skip
         _convert_and_install(source, target, target, precision, convert, revision, metadata, None)
         if in_place:  # stamps let the next load compare the sources by stat, without hashing
@@ -694,15 +696,18 @@ def _drop_stale_records(target: Path, source: Path, source_dir: str) -> None:
 
 
 # -- shared steps ------------------------------------------------------------------------
-def is_installed(runtime: Path, record: str) -> bool:
+def is_installed(runtime: Path, record: str, converter_version: str = "") -> bool:
     """True if ``runtime/record`` exists and every file it lists is present and matches.
 
-    A listed file that is missing means "not installed" (it will be converted again);
-    a present file that differs raises ModelIntegrityError naming it.
+    A listed file that is missing, or a record written by another ``converter_version``
+    (when one is given: `ModelKind.converter_version`), means "not installed": it will be
+    converted again. A present file that differs raises ModelIntegrityError naming it.
     """
     if not (runtime / record).is_file():
         return False
     manifest = read_manifest(runtime, name=record)
+    if converter_version and manifest.metadata.get("converter") != converter_version:
+        return False
     if missing_files(runtime, manifest.files):
         return False
     verify_files(runtime, manifest.files, digests="once", what="runtime file")

@@ -27,6 +27,7 @@ from onespeech.kernels.int8matrix import Matrix
 from onespeech.kernels.precision import Precision
 from onespeech.kernels.threads import thread_limit
 from onespeech.qwen3.config import Qwen3Config
+from onespeech.qwen3.convert import runtime_head_name
 from onespeech.qwen3.decoder import Qwen3Decoder
 from onespeech.qwen3.encoder import AudioEncoder
 from onespeech.qwen3.runtime import RuntimeModel, load_model
@@ -44,9 +45,10 @@ class Qwen3Backbone:
     bf16_activations : bool
         Round activations to bfloat16 at operator boundaries (BF16 precision).
     output_head : str | None
-        "default": the decoder gets the language-model head the config names (the
-        recognizer). None: no head on the decoder (the aligner brings its own, read
-        with :meth:`tensor`).
+        "default": the decoder gets the language-model head of these runtime files
+        (`onespeech.qwen3.convert.runtime_head_name`: the one the config names, its
+        int8 copy under INT8; the recognizer). None: no head on the decoder (the
+        aligner brings its own, read with :meth:`tensor`).
 
     Attributes
     ----------
@@ -65,6 +67,8 @@ class Qwen3Backbone:
         self.directory: Path = model.directory
         self.bf16_activations = bf16_activations
         self.encoder = AudioEncoder(model, self.config, bf16_activations=bf16_activations)
+        if output_head == "default":
+            output_head = runtime_head_name(self.config, model.precision)
         self.decoder = Qwen3Decoder(model, self.config, head=output_head, bf16_activations=bf16_activations)
 
     @classmethod

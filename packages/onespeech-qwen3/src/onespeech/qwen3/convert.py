@@ -18,11 +18,12 @@ Runtime layout of one precision ``p`` (``fp32``, ``bf16`` or ``int8``), every fi
 
 Tensors keep their publisher names and shapes. FP32 files hold the bfloat16
 values expanded exactly (bits << 16); BF16 files keep the bfloat16 bits as
-uint16. INT8 files hold every Linear weight of the encoder and the decoder layers
-(:func:`int8_quantized`) as int8 codes per output channel, quantized from the
-exactly widened values by ``ops.quantize_int8``, with its float32 scales beside it
-under ``name + "_scale"``; the convolutions, embedding, output head, norms and biases
-keep their bfloat16 bits (docs/qwen3.md says why those stay float). The output head: with ``tie_word_embeddings`` true, the reference ties
+uint16. INT8 files hold every Linear weight of the encoder and the decoder layers and the
+recognizer's output head (:func:`int8_quantized`) as int8 codes per output channel,
+quantized from the exactly widened values by ``ops.quantize_int8``, with its float32
+scales beside it under ``name + "_scale"``; the convolutions, embedding, the forced
+aligner's head, norms and biases keep their bfloat16 bits (docs/qwen3.md says why
+those stay float). The output head: with ``tie_word_embeddings`` true, the reference ties
 ``lm_head`` to ``embed_tokens`` on load and ignores the stored ``lm_head``
 (measured; docs/checkpoints.md), so the head file holds the token embedding under
 the name ``thinker.lm_head.weight`` and the manifest says where it came from; the
@@ -54,6 +55,7 @@ from onespeech.qwen3.errors import ConfigError, ConversionError
 from onespeech.qwen3.safetensors import Checkpoint, open_checkpoint, weight_files
 
 __all__ = [
+    "CONVERTER_ID",
     "CONVERTER_VERSION",
     "MAX_FILE_BYTES",
     "PRECISIONS",
@@ -63,11 +65,15 @@ __all__ = [
     "expected_tensors",
     "int8_quantized",
     "manifest_name",
+    "runtime_head_name",
     "runtime_tensors",
 ]
 
-#: Version of the conversion, recorded in each runtime file's metadata.
-CONVERTER_VERSION = 1
+#: Version of the conversion, recorded in each runtime file's metadata and in the install
+#: records: files of another version are converted again. 2: the INT8 output head is int8.
+CONVERTER_VERSION = 2
+#: The converter and its version as the manifests and install records name them.
+CONVERTER_ID = f"onespeech.qwen3.convert {CONVERTER_VERSION}"
 RUNTIME_FORMAT = "onespeech-qwen3-runtime"
 #: The precisions runtime files are converted to.
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -172,14 +178,31 @@ def expected_tensors(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def int8_quantized(name: str, shape: tuple[int, ...]) -> bool:
-    """Whether INT8 runtime files store tensor ``name`` as int8 codes: every Linear weight but the head.
+def int8_quantized(name: str, shape: tuple[int, ...], config: Qwen3Config) -> bool:
+    """Whether INT8 runtime files store tensor ``name`` as int8 codes.
 
-    The Linear weights are the matrices (two dims) other than the token embedding
-    (a lookup table) and the output head; the convolutions (four dims), norms and
-    biases stay float too.
+    Every Linear weight: the matrices (two dims) other than the token embedding (a
+    lookup table), the recognizer's vocabulary head included (a third of the bytes a
+    decode step reads). The forced aligner's head (``config.classify_num`` classes, one
+    pass per chunk) stays float: its error lands directly on the timestamp classes and
+    it costs little. The convolutions (four dims), norms and biases stay float too.
     """
-    return len(shape) == 2 and name not in (EMBED_NAME, LM_HEAD_NAME)
+    if len(shape) != 2 or name == EMBED_NAME:
+        return False
+    return name != LM_HEAD_NAME or config.classify_num is None
+
+
+def runtime_head_name(config: Qwen3Config, precision: Precision | str) -> str:
+    """The runtime tensor a recognizer's decoder reads as output head.
+
+    Under INT8 the head file's own codes (``thinker.lm_head.weight``, quantized from the
+    head the reference uses); otherwise the tensor the reference uses
+    (``config.output_head_name``), so a tied head shares the embedding's pages.
+    """
+    head_shape = (config.output_rows, config.text.hidden_size)
+    if Precision.parse(precision).value == "int8" and int8_quantized(LM_HEAD_NAME, head_shape, config):
+        return LM_HEAD_NAME
+    return config.output_head_name
 
 
 def runtime_tensors(config: Qwen3Config, precision: Precision | str) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -192,7 +215,7 @@ def runtime_tensors(config: Qwen3Config, precision: Precision | str) -> dict[str
     precision = Precision.parse(precision).value
     out: dict[str, tuple[tuple[int, ...], str]] = {}
     for name, shape in expected_tensors(config).items():
-        if precision == "int8" and int8_quantized(name, shape):
+        if precision == "int8" and int8_quantized(name, shape, config):
             out[name] = (shape, "int8")
             out[name + SCALE_SUFFIX] = (shape[:1], "float32")
         else:
@@ -268,10 +291,10 @@ def _split_by_size(stem: str, names: list[str], sizes: dict[str, int], path_hint
     return [(f"{stem}-{i:02d}", part) for i, part in enumerate(parts)]
 
 
-def _runtime_arrays(name: str, bits: np.ndarray, precision: str) -> dict[str, np.ndarray]:
+def _runtime_arrays(name: str, bits: np.ndarray, precision: str, config: Qwen3Config) -> dict[str, np.ndarray]:
     """The runtime tensors of one publisher tensor (its codes and scales under INT8)."""
     if precision == "int8":
-        if not int8_quantized(name, bits.shape):
+        if not int8_quantized(name, bits.shape, config):
             return {name: _expand(bits, "bf16")}
         codes, scale = ops.quantize_int8(_expand(bits, "fp32"))
         return {name: codes, name + SCALE_SUFFIX: scale}
@@ -358,7 +381,7 @@ def convert(
             tensors = {}
             for name in names:
                 stored = head_source if name == LM_HEAD_NAME else name
-                for runtime_name, array in _runtime_arrays(name, checkpoint[stored], precision).items():
+                for runtime_name, array in _runtime_arrays(name, checkpoint[stored], precision, config).items():
                     tensors[runtime_name] = array
                     index[runtime_name] = {"file": file_name, "dtype": layout[runtime_name][1],
                                            "shape": list(array.shape)}  # fmt: skip
@@ -375,7 +398,7 @@ def convert(
             raise ConversionError(source / name, "required publisher file is missing")
     metadata = {
         "runtime_format": RUNTIME_FORMAT,
-        "converter": f"onespeech.qwen3.convert {CONVERTER_VERSION}",
+        "converter": CONVERTER_ID,
         "precision": precision,
         "model_type": config.model_type,
         "revision": revision,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from onespeech.kernels.registry import register_kind
+from onespeech.qwen3.convert import CONVERTER_ID
 
 __all__ = ["CATALOG_DIR", "KINDS", "convert_publisher", "publisher_files"]
 
@@ -47,4 +48,5 @@ for _kind in KINDS:
     register_kind(
         _kind, convert_publisher, sources=publisher_files, catalog_dir=CATALOG_DIR,
         describe_sources="config.json with model.safetensors or model.safetensors.index.json and its shards",
+        converter_version=CONVERTER_ID,
     )  # fmt: skip

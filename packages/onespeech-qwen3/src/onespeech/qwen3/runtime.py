@@ -35,7 +35,13 @@ from onespeech.kernels.resolve import convert_directory, install_record_name, re
 from onespeech.kernels.store import Manifest, verify_manifest
 from onespeech.kernels.tensorfile import TensorFile, read_tensor_file
 from onespeech.qwen3.config import Qwen3Config, load_config
-from onespeech.qwen3.convert import RUNTIME_FORMAT, check_layer_counts, manifest_name, runtime_tensors
+from onespeech.qwen3.convert import (
+    CONVERTER_ID,
+    RUNTIME_FORMAT,
+    check_layer_counts,
+    manifest_name,
+    runtime_tensors,
+)
 
 __all__ = [
     "RuntimeModel",
@@ -220,6 +226,9 @@ def load_runtime(
     meta = manifest.metadata
     if meta.get("runtime_format") != RUNTIME_FORMAT or meta.get("precision") != precision:
         raise ModelIntegrityError(directory / name, f"not a {precision} {RUNTIME_FORMAT} manifest")
+    if meta.get("converter") != CONVERTER_ID:
+        raise ModelIntegrityError(directory / name, f"written by converter {meta.get('converter')!r}; this runtime "
+                                                    f"reads the files of {CONVERTER_ID!r}")
     config = load_config(directory)
     index = meta.get("tensors")
     if not isinstance(index, dict):
