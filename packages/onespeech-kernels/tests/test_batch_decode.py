@@ -35,7 +35,8 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("bf16", [False, True])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize(("b", "n", "k"), [(1, 37, 70), (2, 64, 64), (3, 101, 133), (5, 7, 1030), (8, 300, 96)])
+@pytest.mark.parametrize(("b", "n", "k"), [(1, 37, 70), (2, 64, 64), (3, 101, 133), (4, 40, 216), (5, 7, 1030),
+                                         (6, 52, 47), (7, 33, 1031), (8, 300, 96), (13, 21, 35)])
 def test_linear_rows_equals_linear_per_row(variant, bf16, threads, b, n, k, monkeypatch) -> None:
     monkeypatch.setattr(thread_counts, "available_cpus", lambda: 3)
     w = RNG.standard_normal((n, k)).astype(np.float32)

@@ -9,7 +9,7 @@
  * arithmetic on (x[b], w[n]):
  *   float32 weights, rows below N - N % 4 (os_gemv_f32_rows): one vector
  *     chain a += x * w over k in steps of OS_LANES, os_hsum, the scalar tail
- *     in k order, then + bias (+ 0.0f without one, as there);
+ *     in k order (OS_TAIL_MADD), then + bias (+ 0.0f without one, as there);
  *   float32 weights, the last N % 4 rows (os_dot_f32_1 via os_dot_f32_rows):
  *     that function itself, per activation row;
  *   bf16 weights (os_gemv_bf16_rows, pair-permuted x): an even and an odd
@@ -55,10 +55,10 @@ static inline void os_bdot_f32_r4x2(const float *x0, const float *x1, const floa
     s0[0] = os_hsum(a0); s0[1] = os_hsum(a1); s0[2] = os_hsum(a2); s0[3] = os_hsum(a3);
     s1[0] = os_hsum(b0); s1[1] = os_hsum(b1); s1[2] = os_hsum(b2); s1[3] = os_hsum(b3);
     for (; k < K; k++) {
-        s0[0] += x0[k] * w0[k]; s0[1] += x0[k] * w1[k];
-        s0[2] += x0[k] * w2[k]; s0[3] += x0[k] * w3[k];
-        s1[0] += x1[k] * w0[k]; s1[1] += x1[k] * w1[k];
-        s1[2] += x1[k] * w2[k]; s1[3] += x1[k] * w3[k];
+        OS_TAIL_MADD(s0[0], x0[k], w0[k]); OS_TAIL_MADD(s0[1], x0[k], w1[k]);
+        OS_TAIL_MADD(s0[2], x0[k], w2[k]); OS_TAIL_MADD(s0[3], x0[k], w3[k]);
+        OS_TAIL_MADD(s1[0], x1[k], w0[k]); OS_TAIL_MADD(s1[1], x1[k], w1[k]);
+        OS_TAIL_MADD(s1[2], x1[k], w2[k]); OS_TAIL_MADD(s1[3], x1[k], w3[k]);
     }
 }
 

@@ -64,6 +64,14 @@ static inline float os_nc_float(float v) {
 #define OS_NC(v) os_nc_float(v)
 #endif
 
+/* one scalar tail term of a dot product, s += x * w with the product rounded
+ * first. Spelled with OS_NC because a plain `s += x * w` loop is compiled two
+ * ways: scalar fused multiply-adds, or, where at least a vector's width is left,
+ * vector products added in order (GCC's in-order reductions), which round
+ * differently; kernels whose outputs must match bit for bit (the one-row and
+ * the batched decode GEMV) write their tails with this instead. */
+#define OS_TAIL_MADD(s, x, w) ((s) += OS_NC((x) * (w)))
+
 #if OS_LANES == 1
 typedef float vf;
 typedef uint32_t vu;
@@ -276,8 +284,10 @@ static void os_round_bf16(const float *in, float *out, os_idx n) {
         }                                                                       \
         s[0] = os_hsum(a0); s[1] = os_hsum(a1); s[2] = os_hsum(a2); s[3] = os_hsum(a3); \
         for (; k < K; k++) {                                                    \
-            s[0] += x[k] * SCALARW(w0[k]); s[1] += x[k] * SCALARW(w1[k]);       \
-            s[2] += x[k] * SCALARW(w2[k]); s[3] += x[k] * SCALARW(w3[k]);       \
+            OS_TAIL_MADD(s[0], x[k], SCALARW(w0[k]));                           \
+            OS_TAIL_MADD(s[1], x[k], SCALARW(w1[k]));                           \
+            OS_TAIL_MADD(s[2], x[k], SCALARW(w2[k]));                           \
+            OS_TAIL_MADD(s[3], x[k], SCALARW(w3[k]));                           \
         }                                                                       \
     }                                                                           \
     static inline void NAME##_r4(const float *x, const WT *w, os_idx K, float *s) { \
