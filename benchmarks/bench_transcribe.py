@@ -144,15 +144,21 @@ def worker_talk(args: argparse.Namespace) -> dict:
             "stages": dict(times.seconds), "counts": dict(times.counts), "tokens": times.tokens}
 
 
-def _decode_step(decoder, tokens: list[int], caches: list) -> list[int]:
-    """One greedy step of each sequence: the file path's single-sequence step, or the batched one."""
+def _decode_step(decoder, tokens: list[int], caches: list, head_seconds: list[float] | None = None) -> list[int]:
+    """One greedy step of each sequence: the file path's single-sequence step, or the batched one.
+
+    A single sequence's head product is timed apart into ``head_seconds[0]`` when given."""
     import numpy as np
 
     from onespeech.kernels import ops
 
     if len(caches) == 1:
         hidden = decoder.forward(decoder.embed(np.array(tokens)), caches[0])
-        return [ops.argmax(decoder.logits(hidden[-1]))]
+        start = time.perf_counter()
+        logits = decoder.logits(hidden[-1])
+        if head_seconds is not None:
+            head_seconds[0] += time.perf_counter() - start
+        return [ops.argmax(logits)]
     return [ops.argmax(row) for row in decoder.step_batch(tokens, caches)]
 
 
@@ -187,14 +193,17 @@ def worker_decode(args: argparse.Namespace) -> dict:
                 cache.length = first.length
             tokens = _decode_step(decoder, [int(ids[-1])] * batch, caches)  # warm-up: pages in the weights
             before = copy_bandwidth(args.threads, rounds=5)  # the probe next to the steps, as loaded as they are
+            head = [0.0]
             start = time.perf_counter()
             for _ in range(args.tokens):
-                tokens = _decode_step(decoder, tokens, caches)
+                tokens = _decode_step(decoder, tokens, caches, head)
             seconds = (time.perf_counter() - start) / args.tokens
             after = copy_bandwidth(args.threads, rounds=5)
             positions = range(args.prompt + 1, args.prompt + 1 + args.tokens)  # each step reads the keys so far
             kv = sum(decoder.kv_bytes(p) for p in positions) / args.tokens * batch
             results.append({"batch": batch, "step_s": seconds, "weights": weights, "kv": kv,
+                            "head": int(decoder._head.nbytes) if decoder._head is not None else 0,
+                            "head_s": head[0] / args.tokens if batch == 1 else None,
                             "bandwidth": max(*before.values(), *after.values())})
     rec.close()
     return {"steps": results}
@@ -482,6 +491,11 @@ def bench_decode(args: argparse.Namespace) -> None:
                   f"{achieved / 1e9:.2f} GB/s = {achieved / row['bandwidth']:.0%} of the copy bandwidth probed "
                   f"around the steps ({row['bandwidth'] / 1e9:.1f} GB/s; bound {step / row['bandwidth'] * 1e3:.1f} "
                   f"ms per step; target at least 75%)", flush=True)
+            if row["head_s"]:  # one sequence: its head product timed apart from the layers
+                rest = row["step_s"] - row["head_s"]
+                print(f"  of which the head {row['head_s'] * 1e3:.1f} ms ({row['head'] / row['head_s'] / 1e9:.1f} GB/s), "
+                      f"the layers and the rest {rest * 1e3:.1f} ms "
+                      f"({(step - row['head']) / rest / 1e9:.1f} GB/s)", flush=True)
 
 
 WORKERS = {"ours": worker_ours, "reference": worker_reference, "talk": worker_talk, "decode": worker_decode}

@@ -392,8 +392,10 @@ class Qwen3Recognizer:
         """Bytes of the weights this recognizer reads: the encoder's and the decoder's tensors.
 
         As stored in the runtime files of its precision (memory-mapped; resident once
-        read), the output head counted once: the released configs tie it to the token
-        embedding, so the runtime's copy of the head is never read and not counted.
+        read). The released configs tie the output head to the token embedding: in
+        FP32 and BF16 the embedding is the head, counted once, and the runtime's copy
+        of it is never read; in INT8 that copy, as int8 codes, is the head, counted
+        beside the embedding (`onespeech.qwen3.convert.runtime_head_name`).
         An auto decode budget is a share of this (``BatchLimits.kv_budget``).
         """
         return self.encoder.weight_bytes + self.decoder.weight_bytes
