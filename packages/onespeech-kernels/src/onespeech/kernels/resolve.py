@@ -672,7 +672,8 @@ def convert_directory(
         digests = {name: sha256_file(safe_join(source, name)) for name in handler.sources(source)}
         metadata = {
             "model": str(source.resolve()), "kind": kind, "revision": revision, "precision": precision,
-            "converter": handler.converter_version, "source_dir": source_dir, "source": {n: {"size": d.size, "sha256": d.sha256} for n, d in digests.items()},
+            "converter": handler.converter_version, "source_dir": source_dir,
+            "source": {n: {"size": d.size, "sha256": d.sha256} for n, d in digests.items()},
         }  # fmt: skip
         _convert_and_install(source, target, target, precision, convert, revision, metadata, None)
         if in_place:  # stamps let the next load compare the sources by stat, without hashing
