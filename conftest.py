@@ -10,8 +10,10 @@ Tests that need either skip, naming what they need, when it is absent.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +90,29 @@ def _isolated_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         patch.setenv("ONESPEECH_HOME", str(tmp_path_factory.mktemp("onespeech-home")))
         patch.delenv("HF_TOKEN", raising=False)
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Iterator[None]:
+    """Folders a module-scoped fixture makes with ``tmp_path_factory`` are removed when its module
+    ends, unless a test failed meanwhile (``tmp_path`` folders go at each passing test's teardown
+    and the rest at a passing session's end: ``tmp_path_retention_policy``). Kept all session
+    long, the tiny checkpoints the modules build add up to gigabytes on a small CI disk."""
+    if fixturedef.scope != "module":
+        yield
+        return
+    base = request.getfixturevalue("tmp_path_factory").getbasetemp()
+    before, failed = set(base.iterdir()), request.session.testsfailed
+    yield
+    made = set(base.iterdir()) - before
+
+    def remove() -> None:
+        if request.session.testsfailed == failed:
+            for path in made:  # numbered folders and their "current" links
+                if path.is_symlink():
+                    path.unlink()
+                else:
+                    shutil.rmtree(path, ignore_errors=True)
+
+    if made:
+        fixturedef.addfinalizer(remove)
