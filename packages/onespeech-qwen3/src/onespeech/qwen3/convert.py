@@ -183,9 +183,10 @@ def int8_quantized(name: str, shape: tuple[int, ...], config: Qwen3Config) -> bo
 
     Every Linear weight: the matrices (two dims) other than the token embedding (a
     lookup table), the recognizer's vocabulary head included (as bfloat16 it was about
-    40% of the bytes an INT8 decode step reads). The forced aligner's head (``config.classify_num`` classes, one
-    pass per chunk) stays float: its error lands directly on the timestamp classes and
-    it costs little. The convolutions (four dims), norms and biases stay float too.
+    40% of the bytes an INT8 decode step reads). The forced aligner's head
+    (``config.classify_num`` classes, one pass per chunk) stays float: its error lands
+    directly on the timestamp classes and it costs little. The convolutions (four
+    dims), norms and biases stay float too.
     """
     if len(shape) != 2 or name == EMBED_NAME:
         return False
