@@ -61,6 +61,14 @@ def test_models_list_fetch_verify_remove(served_models, capsys) -> None:  # type
     assert "runtime" in capsys.readouterr().out
     assert main([*catalog, "list"]) == 0
     assert "fp32 runtime installed" in capsys.readouterr().out
+    # an install an earlier converter wrote is listed as such (the next use converts it again)
+    from onespeech.kernels.store import read_manifest, write_manifest
+
+    record = next(served_models.home.rglob("install.fp32.json"))
+    old = read_manifest(record.parent, name=record.name)
+    write_manifest(record.parent, list(old.files), name=record.name, metadata={**old.metadata, "converter": "older"})
+    assert main([*catalog, "list"]) == 0
+    assert "fp32 runtime installed by an earlier converter (converted again on next use)" in capsys.readouterr().out
     assert main([*catalog, "verify", served_models.asr_id]) == 0
     assert "files verified" in capsys.readouterr().out
     # a damaged cached file is found and named

@@ -142,8 +142,17 @@ def test_files_of_another_converter_version_are_converted_again(
 
     first = load("1")
     assert load("1") == first and calls == ["1"]  # the same version: verified, not converted again
+    if where == "catalog":  # the list says which installs the next resolve converts again
+        (state,) = list_models(catalog_dir=store)
+        assert [(r.precision, r.current) for r in state.runtimes] == [("fp32", True)]
+        register_kind(kind, converter("2"), sources=lambda d: [], describe_sources="-", converter_version="layout 2")
+        (state,) = list_models(catalog_dir=store)
+        assert [(r.precision, r.current) for r in state.runtimes] == [("fp32", False)]
     again = load("2")
     assert again == first and calls == ["1", "2"]
+    if where == "catalog":
+        (state,) = list_models(catalog_dir=store)
+        assert [(r.precision, r.current) for r in state.runtimes] == [("fp32", True)]
     assert (again / "weights.fp32").read_bytes().startswith(b"2")
     assert read_manifest(again, name="install.fp32.json").metadata["converter"] == "layout 2"
     assert load("2") == again and calls == ["1", "2"]

@@ -22,12 +22,14 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from onespeech.kernels import hfcache
 from onespeech.kernels.catalog import CatalogEntry, load_catalog
 from onespeech.kernels.errors import ModelIntegrityError, ModelNotInstalledError, ModelRevisionError
 from onespeech.kernels.lock import LOCK_NAME, DirectoryLock
 from onespeech.kernels.precision import Precision
+from onespeech.kernels.registry import model_kind
 from onespeech.kernels.resolve import (
     PUBLISHER_DIR,
     RECORD_PREFIX,
@@ -58,10 +60,13 @@ PRECISIONS = tuple(p.value for p in Precision)
 @dataclass(frozen=True)
 class InstalledRuntime:
     """One installed precision of a model: ``hf_files`` of its publisher files were read
-    from the Hugging Face cache (the rest from the OneSpeech cache)."""
+    from the Hugging Face cache (the rest from the OneSpeech cache). ``current`` is False
+    when an earlier converter wrote it (another ``ModelKind.converter_version``): the next
+    resolve converts it again."""
 
     precision: str
     hf_files: int
+    current: bool = True
 
 
 @dataclass(frozen=True)
@@ -144,11 +149,19 @@ def _state(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None) -> Mod
     directory = model_dir(entry, cache_dir)
     required = [f for f in entry.files if f.required]
     present = sum(1 for f in required if (directory / PUBLISHER_DIR / f.name).is_file())
+    try:
+        version = model_kind(entry.kind).converter_version
+    except LookupError:  # no installed package converts this kind: nothing to compare with
+        version = ""
     runtimes = []
     for precision in PRECISIONS:
-        found = _found_in(directory / RUNTIME_DIR, install_record_name(precision))
-        if found is not None:
-            runtimes.append(InstalledRuntime(precision, sum(1 for where in found.values() if where == "huggingface")))
+        meta = _record_metadata(directory / RUNTIME_DIR, install_record_name(precision))
+        if meta is not None:
+            found = meta.get("found_in")
+            found = found if isinstance(found, dict) else {}
+            current = not version or not meta or meta.get("converter") == version  # damaged: see verify
+            runtimes.append(InstalledRuntime(precision, sum(1 for where in found.values() if where == "huggingface"),
+                                             current))  # fmt: skip
     hf_files, snapshot = 0, None
     if entry.source_type == "huggingface":
         pins = {f.name: f.pin for f in required if f.pin is not None}
@@ -158,17 +171,16 @@ def _state(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None) -> Mod
     return ModelState(entry, directory, present, len(required), tuple(runtimes), hf_files, snapshot, others)
 
 
-def _found_in(runtime: Path, record: str) -> dict[str, str] | None:
-    """Where each publisher file of an installed precision came from (``found_in`` of its
-    record), or None when it is not installed. A damaged record still counts as installed
-    here, with nothing known: :func:`verify` names it."""
+def _record_metadata(runtime: Path, record: str) -> dict[str, Any] | None:
+    """The metadata of an installed precision's record (``found_in``: where each publisher
+    file came from; ``converter``), or None when it is not installed. A damaged record still
+    counts as installed here, with nothing known: :func:`verify` names it."""
     if not (runtime / record).is_file():
         return None
     try:
-        found = read_manifest(runtime, name=record).metadata.get("found_in")
+        return dict(read_manifest(runtime, name=record).metadata)
     except (OSError, ModelIntegrityError):
         return {}
-    return found if isinstance(found, dict) else {}
 
 
 def _cached_revisions(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None) -> list[str]:

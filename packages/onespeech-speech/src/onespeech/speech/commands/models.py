@@ -81,7 +81,8 @@ def _cached_state(state: ModelState) -> str:
     states = [f"publisher files {state.publisher_files}/{state.required_files}"]
     for runtime in state.runtimes:
         hf = f" (from {runtime.hf_files} Hugging Face cache files)" if runtime.hf_files else ""
-        states.append(f"{runtime.precision} runtime installed{hf}")
+        old = "" if runtime.current else " by an earlier converter (converted again on next use)"
+        states.append(f"{runtime.precision} runtime installed{old}{hf}")
     return ", ".join(states)
 
 
