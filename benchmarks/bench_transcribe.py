@@ -175,9 +175,9 @@ def worker_decode(args: argparse.Namespace) -> dict:
     decoder = rec.decoder
     # every decoder matrix and norm, and the output head the decoder reads: the tied embedding
     # (FP32, BF16) or the head file's int8 codes and scales (INT8); embedding lookups are not counted
-    weights = int(sum(rec._model[n].nbytes for n in rec._model
-                      if n.startswith("thinker.model.") and n != "thinker.model.embed_tokens.weight"))
-    weights += int(decoder._head.nbytes) if decoder._head is not None else 0
+    head_bytes = int(decoder._head.nbytes) if decoder._head is not None else 0
+    weights = head_bytes + int(sum(rec._model[n].nbytes for n in rec._model
+                                   if n.startswith("thinker.model.") and n != "thinker.model.embed_tokens.weight"))
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 150000, size=args.prompt)
     capacity = args.prompt + args.tokens + 2
@@ -202,7 +202,7 @@ def worker_decode(args: argparse.Namespace) -> dict:
             positions = range(args.prompt + 1, args.prompt + 1 + args.tokens)  # each step reads the keys so far
             kv = sum(decoder.kv_bytes(p) for p in positions) / args.tokens * batch
             results.append({"batch": batch, "step_s": seconds, "weights": weights, "kv": kv,
-                            "head": int(decoder._head.nbytes) if decoder._head is not None else 0,
+                            "head": head_bytes,
                             "head_s": head[0] / args.tokens if batch == 1 else None,
                             "bandwidth": max(*before.values(), *after.values())})
     rec.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from onespeech.kernels import cpu, int8matrix, ops
 from onespeech.kernels import threads as thread_counts
@@ -49,6 +51,22 @@ def test_linear_rows_equals_linear_per_row(variant, bf16, threads, b, n, k, monk
                 got = ops.linear_rows(x, w, bi, round_to_bf16=rounding)
                 want = np.stack([ops.linear(x[i], w, bi, round_to_bf16=rounding) for i in range(b)])
                 assert np.array_equal(_bits(got), _bits(want)), (rounding, bi is None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(b=st.integers(1, 13), n=st.integers(1, 70), k=st.integers(1, 300), bf16=st.booleans(),
+       threads=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+def test_linear_rows_equals_linear_per_row_at_any_shape(variant, b, n, k, bf16, threads, seed, monkeypatch) -> None:
+    # every K past the last full vector (the tails, 8 or more left included) and every batch size
+    monkeypatch.setattr(thread_counts, "available_cpus", lambda: 3)
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    w = ops.f32_to_bf16(w) if bf16 else w
+    x = rng.standard_normal((b, k)).astype(np.float32)
+    with thread_limit(threads):
+        got = ops.linear_rows(x, w)
+        want = np.stack([ops.linear(x[i], w) for i in range(b)])
+    assert np.array_equal(_bits(got), _bits(want))
 
 
 def test_linear_rows_keeps_the_sign_of_zero_sums(variant) -> None:

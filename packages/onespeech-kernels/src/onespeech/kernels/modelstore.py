@@ -35,6 +35,7 @@ from onespeech.kernels.resolve import (
     RECORD_PREFIX,
     RUNTIME_DIR,
     catalog_entry,
+    converted_by,
     install_record_name,
     local_runtime_dir,
     model_dir,
@@ -159,7 +160,7 @@ def _state(entry: CatalogEntry, cache_dir: str | os.PathLike[str] | None) -> Mod
         if meta is not None:
             found = meta.get("found_in")
             found = found if isinstance(found, dict) else {}
-            current = not version or not meta or meta.get("converter") == version  # damaged: see verify
+            current = not meta or converted_by(meta, version)  # a damaged record: see verify
             runtimes.append(InstalledRuntime(precision, sum(1 for where in found.values() if where == "huggingface"),
                                              current))  # fmt: skip
     hf_files, snapshot = 0, None

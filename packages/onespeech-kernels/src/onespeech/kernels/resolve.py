@@ -99,6 +99,7 @@ __all__ = [
     "ResolvedModel",
     "catalog_entry",
     "convert_directory",
+    "converted_by",
     "fetch_publisher",
     "install_record_name",
     "is_installed",
@@ -120,6 +121,12 @@ IN_PLACE = "."  # the record's "source_dir" when the sources sit beside the runt
 def install_record_name(precision: Precision | str) -> str:
     """The install record of one precision in a runtime directory, e.g. ``install.fp32.json``."""
     return f"{RECORD_PREFIX}{Precision.parse(precision).value}.json"
+
+
+def converted_by(metadata: Mapping[str, Any], converter_version: str) -> bool:
+    """Whether an install record's metadata names ``converter_version`` (`ModelKind.converter_version`;
+    always true when that is empty: the kind does not track versions)."""
+    return not converter_version or metadata.get("converter") == converter_version
 
 
 # -- entry point -------------------------------------------------------------------
@@ -707,7 +714,7 @@ def is_installed(runtime: Path, record: str, converter_version: str = "") -> boo
     if not (runtime / record).is_file():
         return False
     manifest = read_manifest(runtime, name=record)
-    if converter_version and manifest.metadata.get("converter") != converter_version:
+    if not converted_by(manifest.metadata, converter_version):
         return False
     if missing_files(runtime, manifest.files):
         return False
