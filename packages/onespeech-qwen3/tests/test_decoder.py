@@ -169,3 +169,32 @@ def test_fused_one_token_steps_equal_the_op_path(tiny_weights, tiny_config, prec
     for a, b in zip(outs["fused"][0], outs["plain"][0], strict=True):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert np.array_equal(outs["fused"][1], outs["plain"][1]) and np.array_equal(outs["fused"][2], outs["plain"][2])
+
+
+@pytest.mark.parametrize("rows", [[23], [0], [3, 4, 9, 10, 11, 20], list(range(24)), [5, 7, 9]])
+def test_kept_rows_are_the_full_pass_rows(decoder: Qwen3Decoder, rows: list[int]) -> None:
+    x = embeds(decoder, 24, seed=3)
+    full_cache, kept_cache = decoder.new_cache(24), decoder.new_cache(24)
+    full = decoder.forward(x, full_cache)
+    kept = decoder.forward(x, kept_cache, rows=rows)
+    assert kept.shape == (len(rows), full.shape[1])
+    # the last layer's products run on fewer rows (another GEMM row tiling or the GEMV)
+    assert rel(kept, full[rows]) < 1e-4
+    # every row's keys and values are written as the full pass writes them
+    assert kept_cache.length == 24
+    assert np.array_equal(kept_cache.k, full_cache.k) and np.array_equal(kept_cache.v, full_cache.v)
+    assert rel(decoder.hidden_states(x, rows=rows), full[rows]) < 1e-4
+
+
+@pytest.mark.parametrize("rows", [[], [24], [-1], [3, 3], [5, 2]])
+def test_kept_rows_must_be_increasing_indices(decoder: Qwen3Decoder, rows: list[int]) -> None:
+    with pytest.raises(ValueError, match="rows must be increasing indices in 0..23"):
+        decoder.forward(embeds(decoder, 24), decoder.new_cache(24), rows=rows)
+
+
+def test_a_prefill_reads_its_last_row_alone(decoder: Qwen3Decoder) -> None:
+    x = embeds(decoder, 16, seed=4)
+    first = decoder.generate(x, 1, eos_ids=(), keep_first_logits=True).first_logits
+    assert first is not None
+    assert rel(first, decoder.logits(decoder.hidden_states(x)[-1])) < 1e-4
+    assert np.array_equal(first, decoder.logits(decoder.hidden_states(x, rows=[15])[0]))

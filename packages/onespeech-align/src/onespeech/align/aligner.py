@@ -347,11 +347,9 @@ class Qwen3ForcedAligner:
         inputs = build_input(unit_ids, audio_embeds.shape[0], self.special)
         embeds = backbone.embed_prompt(inputs.ids, audio_embeds, inputs.audio_offset)
         del audio_embeds
-        # one causal pass (one layer's keys and values in memory); the classify head
-        # runs only at the timestamp rows
-        hidden = backbone.hidden_states(embeds, cancel)
-        rows = np.ascontiguousarray(hidden[inputs.timestamp_positions])
-        del hidden
+        # one causal pass (one layer's keys and values in memory); the last layer and
+        # the classify head run only at the timestamp rows
+        rows = backbone.hidden_states(embeds, cancel, rows=inputs.timestamp_positions)
         return TimestampLogits(inputs.ids, backbone.linear(rows, head))
 
     def _time_words(self, pcm: np.ndarray, words: list[Word], spoken: list[tuple[str, ...]],

@@ -137,13 +137,15 @@ class Qwen3Backbone:
         embeds[audio_start:end] = audio_embeds
         return embeds
 
-    def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
+    def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None, rows: np.ndarray | None = None) -> np.ndarray:
         """Final-normed hidden states f32[n, hidden_size] of one causal pass over ``embeds``.
 
         Keeps one layer's keys and values at a time (:meth:`Qwen3Decoder.hidden_states`).
+        With ``rows`` (increasing indices), only those rows are computed through the
+        last layer and returned, f32[len(rows), hidden_size].
         Raises ``RecognitionCancelled`` once ``cancel`` is set (checked between layers).
         """
-        return self.decoder.hidden_states(embeds, cancel)
+        return self.decoder.hidden_states(embeds, cancel, rows)
 
     def linear(self, rows: np.ndarray, weight: Matrix) -> np.ndarray:
         """``rows @ weight.T`` as the decoder's own products compute it (bfloat16-rounded under BF16)."""

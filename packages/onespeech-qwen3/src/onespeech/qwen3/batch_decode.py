@@ -438,7 +438,7 @@ def _prefill(
 ) -> DecodeSequence:
     """The prompt alone through the decoder into a cache of its own, as `generate` starts."""
     cache = decoder.new_cache(capacity)
-    hidden = decoder.forward(embeds, cache, cancel)
+    hidden = decoder.forward(embeds, cache, cancel, rows=[len(embeds) - 1])
     logits = decoder.logits(hidden[-1])
     first = logits.copy() if keep_first_logits else None
     return DecodeSequence(key, cache, logits, max_new_tokens, min_new_tokens, cancel, first,

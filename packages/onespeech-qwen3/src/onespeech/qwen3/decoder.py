@@ -233,7 +233,8 @@ class Qwen3Decoder:
 
     # -- forward passes -------------------------------------------------------------------
 
-    def forward(self, embeds: np.ndarray, cache: KVCache, cancel: Cancel = None) -> np.ndarray:
+    def forward(self, embeds: np.ndarray, cache: KVCache, cancel: Cancel = None,
+                rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Run ``n`` new positions through every layer, appending them to the cache.
 
         Parameters
@@ -243,16 +244,23 @@ class Qwen3Decoder:
         cache : KVCache
         cancel : threading.Event-like, callable or None
             Checked between layers.
+        rows : array of int, optional
+            The only rows (indices into ``embeds``, increasing) whose outputs the
+            caller reads: a prefill reads its last row, the aligner its timestamp
+            rows. The last layer still writes every row's keys and values, but
+            runs its queries, attention, output projection and MLP on these rows
+            alone (about 1/num_layers of the pass's products for a prefill).
 
         Returns
         -------
-        ndarray[float32], shape (n, hidden_size)
+        ndarray[float32], shape (n, hidden_size), or (len(rows), hidden_size) with ``rows``
             Hidden states after the final RMS norm.
         """
         n = embeds.shape[0]
         pos = cache.length
         if pos + n > cache.capacity:
             raise ValueError(f"{pos + n} positions exceed the cache plan of {cache.capacity}")
+        keep = _kept_rows(rows, n)
         cos, sin = cache.cos[pos : pos + n], cache.sin[pos : pos + n]
         hidden = np.ascontiguousarray(embeds, dtype=np.float32)
         if self._bf16:  # into a new array: the caller's embeddings are never rounded in place
@@ -267,8 +275,11 @@ class Qwen3Decoder:
                 k, v = cache.k[layer], cache.v[layer]
                 fused[layer].step(hidden[0], k, v, pos, cos[0], sin[0], scale, round_to_bf16=self._bf16)
             else:
-                hidden = self._layer(hidden, layer, cache, pos, cos, sin)
+                last = keep if layer == self.dims.num_layers - 1 else None
+                hidden = self._layer(hidden, layer, cache, pos, cos, sin, last)
         cache.length = pos + n
+        if fused is not None and keep is not None:
+            hidden = hidden[keep]
         return ops.rms_norm(hidden, self._w["norm.weight"], self.dims.rms_norm_eps, round_to_bf16=self._bf16)
 
     def step_batch(self, tokens: Sequence[int], caches: Sequence[KVCache], cancel: Cancel = None) -> np.ndarray:
@@ -318,7 +329,9 @@ class Qwen3Decoder:
             raise ValueError("this decoder was built without an output head")
         return int8matrix.linear_rows(normed, self._head, round_to_bf16=self._bf16)
 
-    def hidden_states(self, embeds: np.ndarray, cancel: Cancel = None) -> np.ndarray:
+    def hidden_states(
+        self, embeds: np.ndarray, cancel: Cancel = None, rows: Sequence[int] | np.ndarray | None = None
+    ) -> np.ndarray:
         """Causal full-sequence forward without keeping a cache (the aligner's pass).
 
         Runs on a ``shared_layers`` cache: one layer's keys and values in memory,
@@ -327,16 +340,19 @@ class Qwen3Decoder:
         Parameters
         ----------
         embeds : ndarray[float32], shape (n, hidden_size)
+        rows : array of int, optional
+            Only these rows' outputs are computed in full (see :meth:`forward`).
 
         Returns
         -------
-        ndarray[float32], shape (n, hidden_size), after the final RMS norm
+        ndarray[float32], shape (n, hidden_size) or (len(rows), hidden_size), after the final RMS norm
         """
         cache = KVCache(self.dims, max(1, embeds.shape[0]), self._bf16_cache, shared_layers=True)
-        return self.forward(embeds, cache, cancel)
+        return self.forward(embeds, cache, cancel, rows)
 
     def _layer(
-        self, hidden: np.ndarray, layer: int, cache: KVCache, pos: int, cos: np.ndarray, sin: np.ndarray
+        self, hidden: np.ndarray, layer: int, cache: KVCache, pos: int, cos: np.ndarray, sin: np.ndarray,
+        keep: np.ndarray | None = None,
     ) -> np.ndarray:
         # Multi-row products (prefill) take our GEMM wherever `ops.linear` finds it
         # faster than BLAS, as the encoder's do (FP32 prefill of a 10 s clip: 0.82 of
@@ -352,21 +368,35 @@ class Qwen3Decoder:
         # attention: q/k/v, per-head q/k RMS norm, rotary positions
         x = ops.rms_norm(hidden, w[p + "input_layernorm.weight"], eps, round_to_bf16=b)
         qkv = [matrix(w, p + f"self_attn.{m}_proj.weight") for m in "qkv"]
-        q, k, v = int8matrix.linear_many(x, qkv, round_to_bf16=b)
-        q = q.reshape(n, d.num_heads, d.head_dim)
+        if keep is None:
+            q, k, v = int8matrix.linear_many(x, qkv, round_to_bf16=b)
+            qcos, qsin = cos, sin
+        else:  # every row's keys and values; queries (and all after them) at the kept rows only
+            k, v = int8matrix.linear_many(x, qkv[1:], round_to_bf16=b)
+            q = int8matrix.linear(np.ascontiguousarray(x[keep]), qkv[0], round_to_bf16=b)
+            qcos, qsin, hidden = cos[keep], sin[keep], hidden[keep]
+        q = q.reshape(q.shape[0], d.num_heads, d.head_dim)
         k = k.reshape(n, d.num_kv_heads, d.head_dim)
         v = v.reshape(n, d.num_kv_heads, d.head_dim)
         q = ops.rms_norm(q, w[p + "self_attn.q_norm.weight"], eps, round_to_bf16=b)
         k = ops.rms_norm(k, w[p + "self_attn.k_norm.weight"], eps, round_to_bf16=b)
-        q, k = ops.rope(q, cos, sin, round_to_bf16=b), ops.rope(k, cos, sin, round_to_bf16=b)
+        q, k = ops.rope(q, qcos, qsin, round_to_bf16=b), ops.rope(k, cos, sin, round_to_bf16=b)
         # present keys/values join the past in the preallocated cache
         if cache.k.dtype == np.uint16:  # k, v are bf16-rounded: the bits are exact
             k, v = ops.f32_to_bf16(k), ops.f32_to_bf16(v)
         cache.k[layer, pos : pos + n] = k
         cache.v[layer, pos : pos + n] = v
         scale = d.head_dim**-0.5
-        attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], scale, pos, round_to_bf16=b)
-        attn = attn.reshape(n, d.num_heads * d.head_dim)
+        if keep is None:
+            attn = ops.attention(q, cache.k[layer, : pos + n], cache.v[layer, : pos + n], scale, pos, round_to_bf16=b)
+        else:  # each run of consecutive kept rows attends as those rows of the full pass do
+            parts = []
+            for start, end in _runs(keep):
+                first, stop = pos + keep[start], pos + keep[end - 1] + 1
+                parts.append(ops.attention(q[start:end], cache.k[layer, :stop], cache.v[layer, :stop], scale, first,
+                                           round_to_bf16=b))
+            attn = np.concatenate(parts)
+        attn = attn.reshape(q.shape[0], d.num_heads * d.head_dim)
         o = int8matrix.linear(attn, matrix(w, p + "self_attn.o_proj.weight"), round_to_bf16=b)
         hidden = r(hidden + o)
         # SwiGLU MLP
@@ -406,7 +436,7 @@ class Qwen3Decoder:
             return []
         eos_rows = np.array(sorted(set(int(i) for i in eos_ids)), dtype=np.int64)
         cache = self.cache_for(embeds.shape[0] + len(forced))
-        hidden = self.forward(embeds, cache, cancel)
+        hidden = self.forward(embeds, cache, cancel, rows=[len(embeds) - 1])
         choices: list[int] = []
         for token in forced:
             logits = self.logits(hidden[-1])
@@ -452,7 +482,7 @@ class Qwen3Decoder:
         """
         eos = set(int(i) for i in eos_ids)
         cache = self.cache_for(embeds.shape[0] + max_new_tokens)
-        hidden = self.forward(embeds, cache, cancel)
+        hidden = self.forward(embeds, cache, cancel, rows=[len(embeds) - 1])
         logits = self.logits(hidden[-1])
         first = logits.copy() if keep_first_logits else None
         ids: list[int] = []
@@ -472,6 +502,24 @@ class Qwen3Decoder:
             raise_if_recognition_cancelled(cancel)
             hidden = self.forward(self.embed(np.array([token])), cache, cancel)
             logits = self.logits(hidden[-1])
+
+
+def _kept_rows(rows: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
+    """``rows`` as increasing int64 indices into ``n`` rows (None: every row)."""
+    if rows is None:
+        return None
+    keep = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if keep.size == 0 or keep[0] < 0 or keep[-1] >= n or np.any(np.diff(keep) <= 0):
+        raise ValueError(f"rows must be increasing indices in 0..{n - 1}, at least one; got {keep.size} "
+                         f"from {keep[:1].tolist()} to {keep[-1:].tolist()}")
+    return keep
+
+
+def _runs(keep: np.ndarray) -> list[tuple[int, int]]:
+    """[start, end) spans of ``keep`` whose values are consecutive integers."""
+    breaks = np.flatnonzero(np.diff(keep) != 1) + 1
+    edges = [0, *breaks.tolist(), keep.size]
+    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def _kept(logits: list[np.ndarray] | None) -> tuple[np.ndarray, ...] | None:
