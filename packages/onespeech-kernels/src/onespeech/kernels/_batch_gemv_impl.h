@@ -48,11 +48,6 @@
 #endif
 #define OS_BGEMV_AHEAD 4096
 
-static inline void os_prefetch_l2(const void *p, os_idx bytes) {
-    /* an address computed as an integer: prefetches never fault, and this may lie past the matrix */
-    __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)bytes), 0, 1);
-}
-
 #define OS_DEFINE_BDOT_F32(R)                                                                              \
     static inline __attribute__((always_inline)) void os_bdot_f32_r4x##R(                                  \
         const float *x, os_idx ldx, const float *w0, const float *w1, const float *w2, const float *w3,    \
@@ -62,10 +57,10 @@ static inline void os_prefetch_l2(const void *p, os_idx bytes) {
             for (int j = 0; j < 4; j++) a[r][j] = os_splat(0);                                             \
         os_idx k = 0;                                                                                      \
         for (; k + OS_LANES <= K; k += OS_LANES) {                                                         \
-            os_prefetch_l2(w0 + k, OS_BGEMV_AHEAD);                                                        \
-            os_prefetch_l2(w1 + k, OS_BGEMV_AHEAD);                                                        \
-            os_prefetch_l2(w2 + k, OS_BGEMV_AHEAD);                                                        \
-            os_prefetch_l2(w3 + k, OS_BGEMV_AHEAD);                                                        \
+            os_prefetch_l2(w0 + k, OS_BGEMV_AHEAD, 1);                                                     \
+            os_prefetch_l2(w1 + k, OS_BGEMV_AHEAD, 1);                                                     \
+            os_prefetch_l2(w2 + k, OS_BGEMV_AHEAD, 1);                                                     \
+            os_prefetch_l2(w3 + k, OS_BGEMV_AHEAD, 1);                                                     \
             vf v0 = os_load_f32(w0 + k), v1 = os_load_f32(w1 + k);                                         \
             vf v2 = os_load_f32(w2 + k), v3 = os_load_f32(w3 + k);                                         \
             for (int r = 0; r < R; r++) {                                                                  \
@@ -151,8 +146,8 @@ static void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float 
         vf ae[R], ao[R], ce[R], co[R];                                                                     \
         for (int r = 0; r < R; r++) ae[r] = ao[r] = ce[r] = co[r] = os_splat(0);                           \
         for (os_idx k = 0; k < kk; k += OS_PAIR) {                                                         \
-            os_prefetch_l2(a + k, OS_BGEMV_AHEAD);                                                         \
-            os_prefetch_l2(c + k, OS_BGEMV_AHEAD);                                                         \
+            os_prefetch_l2(a + k, OS_BGEMV_AHEAD, 1);                                                      \
+            os_prefetch_l2(c + k, OS_BGEMV_AHEAD, 1);                                                      \
             vu ua, uc;                                                                                     \
             memcpy(&ua, a + k, sizeof ua);                                                                 \
             memcpy(&uc, c + k, sizeof uc);                                                                 \
