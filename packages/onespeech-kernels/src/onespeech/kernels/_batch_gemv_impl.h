@@ -36,7 +36,7 @@
  * rows in one pass, so that each weight vector is loaded once for all of
  * them and the DRAM streams are read once, front to back. Each output's
  * chain is os_dot_f32_r4p's: a += x * w over k in steps of OS_LANES, os_hsum,
- * the tail in k order. The weights OS_BGEMV_AHEAD bytes ahead are asked for
+ * the tail in k order. The weights OS_PREFETCH_AHEAD bytes ahead are asked for
  * into L2 (not L1: they would evict the activation rows): many FMAs wait on
  * each weight load here, and without the request the FP scheduler fills with
  * them and too few lines are in flight: the tiles then read the weights
@@ -46,8 +46,6 @@
 #else
 #define OS_BGEMV_ROWS 2 /* 8 + 4 + 1 of AVX2's 16 */
 #endif
-#define OS_BGEMV_AHEAD 4096
-
 #define OS_DEFINE_BDOT_F32(R)                                                                              \
     static inline __attribute__((always_inline)) void os_bdot_f32_r4x##R(                                  \
         const float *x, os_idx ldx, const float *w0, const float *w1, const float *w2, const float *w3,    \
@@ -57,10 +55,10 @@
             for (int j = 0; j < 4; j++) a[r][j] = os_splat(0);                                             \
         os_idx k = 0;                                                                                      \
         for (; k + OS_LANES <= K; k += OS_LANES) {                                                         \
-            os_prefetch_l2(w0 + k, OS_BGEMV_AHEAD, 1);                                                     \
-            os_prefetch_l2(w1 + k, OS_BGEMV_AHEAD, 1);                                                     \
-            os_prefetch_l2(w2 + k, OS_BGEMV_AHEAD, 1);                                                     \
-            os_prefetch_l2(w3 + k, OS_BGEMV_AHEAD, 1);                                                     \
+            os_prefetch_l2(w0 + k, OS_PREFETCH_AHEAD, 1);                                                  \
+            os_prefetch_l2(w1 + k, OS_PREFETCH_AHEAD, 1);                                                  \
+            os_prefetch_l2(w2 + k, OS_PREFETCH_AHEAD, 1);                                                  \
+            os_prefetch_l2(w3 + k, OS_PREFETCH_AHEAD, 1);                                                  \
             vf v0 = os_load_f32(w0 + k), v1 = os_load_f32(w1 + k);                                         \
             vf v2 = os_load_f32(w2 + k), v3 = os_load_f32(w3 + k);                                         \
             for (int r = 0; r < R; r++) {                                                                  \
@@ -146,8 +144,8 @@ static void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float 
         vf ae[R], ao[R], ce[R], co[R];                                                                     \
         for (int r = 0; r < R; r++) ae[r] = ao[r] = ce[r] = co[r] = os_splat(0);                           \
         for (os_idx k = 0; k < kk; k += OS_PAIR) {                                                         \
-            os_prefetch_l2(a + k, OS_BGEMV_AHEAD, 1);                                                      \
-            os_prefetch_l2(c + k, OS_BGEMV_AHEAD, 1);                                                      \
+            os_prefetch_l2(a + k, OS_PREFETCH_AHEAD, 1);                                                   \
+            os_prefetch_l2(c + k, OS_PREFETCH_AHEAD, 1);                                                   \
             vu ua, uc;                                                                                     \
             memcpy(&ua, a + k, sizeof ua);                                                                 \
             memcpy(&uc, c + k, sizeof uc);                                                                 \

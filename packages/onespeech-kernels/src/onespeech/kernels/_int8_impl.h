@@ -223,7 +223,7 @@ static inline __attribute__((always_inline)) void os_i8_dot2x4(const int8_t *x0,
     } while (0)
         for (; k + 64 <= K; k += 64) {
             if (prefetch_ahead)
-                for (int r = 0; r < 4; r++) __builtin_prefetch(w[r] + prefetch_ahead + k, 0, 3);
+                for (int r = 0; r < 4; r++) os_prefetch_l2(w[r] + k, prefetch_ahead, 1);
             __m512i xv0 = _mm512_loadu_si512((const void *)(x0 + k));
             __m512i xv1 = _mm512_loadu_si512((const void *)(x1 + k));
             OS_I8_STEP2_512(0, a00, a10);
@@ -255,7 +255,7 @@ static inline __attribute__((always_inline)) void os_i8_dot2x4(const int8_t *x0,
     } while (0)
         for (; k + 32 <= K; k += 32) {
             if (prefetch_ahead && k % 64 == 0)
-                for (int r = 0; r < 4; r++) __builtin_prefetch(w[r] + prefetch_ahead + k, 0, 3);
+                for (int r = 0; r < 4; r++) os_prefetch_l2(w[r] + k, prefetch_ahead, 1);
             __m256i xv0 = _mm256_loadu_si256((const __m256i *)(x0 + k));
             __m256i xv1 = _mm256_loadu_si256((const __m256i *)(x1 + k));
             OS_I8_STEP2(0, a00, a10);
@@ -335,8 +335,8 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
 /* y[b * ldy + n] for b < B and n in [n0, n1): a few activation rows (sequences
  * decoded together), the outputs os_i8_gemm_rows gives. Weight rows as the
  * decode GEMV reads them, four far-apart streams a row at a time, each group
- * summed for every activation pair while it is in cache; the streams' next rows
- * are asked for a line per step while the first pair is summed. */
+ * summed for every activation pair while it is in cache; the codes 4 KiB ahead
+ * are asked for into L2 a line per step, as in the float32 tiles. */
 void os_i8_bgemv_rows(const int8_t *q, const float *sx, os_idx B, const int8_t *w, const float *sw, os_idx K,
                       const float *bias, float *y, os_idx ldy, os_idx n0, os_idx n1) {
     const os_idx L = (n1 - n0) / 4;
@@ -346,7 +346,7 @@ void os_i8_bgemv_rows(const int8_t *q, const float *sx, os_idx B, const int8_t *
         const int8_t *const wr[4] = {w + r[0] * K, w + r[1] * K, w + r[2] * K, w + r[3] * K};
         os_idx b = 0;
         for (; b + 2 <= B; b += 2) {
-            os_i8_dot2x4(q + b * K, q + (b + 1) * K, wr, K, acc2, b == 0 && i + 1 < L ? K : 0);
+            os_i8_dot2x4(q + b * K, q + (b + 1) * K, wr, K, acc2, OS_PREFETCH_AHEAD);
             for (int h = 0; h < 2; h++)
                 for (int j = 0; j < 4; j++)
                     y[(b + h) * ldy + r[j]] = os_i8_dequant(acc2[h][j], sx[b + h], sw[r[j]], bias, r[j]);

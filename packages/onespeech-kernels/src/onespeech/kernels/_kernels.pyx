@@ -707,6 +707,10 @@ cdef enum:
     # from this many activation rows VNNI builds run packed weight panels
     # (os_i8_gemm_panels): packing a panel costs about what 8 rows of products do
     I8_PANEL_MIN_ROWS = 16
+    # up to this many rows (sequences decoded together, e.g. through the output
+    # head) take the decode GEMV's batched kernel: its four far-apart streams read
+    # the codes faster than the GEMM tasks' neighbouring rows
+    I8_BATCH_ROWS = 8
 
 
 def quantize_int8(const float[:, ::1] x,     # IN  (M, K)
@@ -806,8 +810,9 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
                 int n_threads):
     """y = dequant(quantize_rows(x) @ w.T) + bias; every output row depends only on its x row.
 
-    One row (decode): each thread one contiguous share of the weight rows, read
-    as four far-apart streams. More rows: tasks of I8_MB activation rows x I8_NB
+    Up to I8_BATCH_ROWS rows (decode): each thread one contiguous share of the
+    weight rows, read as four far-apart streams once for all rows. More rows:
+    tasks of I8_MB activation rows x I8_NB
     weight rows, or from I8_PANEL_MIN_ROWS rows on VNNI builds packed panels
     (_linear_int8_panels). Integer sums are exact and each output is dequantized alone, so
     no split changes a bit.
@@ -825,10 +830,10 @@ def linear_int8(const float[:, ::1] x,          # IN  (M, K)
         return
     if K > OS_I8_MAX_K:
         raise ValueError(f"int8 products take K <= {OS_I8_MAX_K}, got {K}")
-    if M == 1:  # the decode GEMV: the fused layer's products, with one matrix
+    if M <= I8_BATCH_ROWS:  # the decode GEMV (batched from two rows): the fused layer's products, one matrix
         wp[0], sp[0], yp[0] = &w[0, 0], &w_scale[0], &y[0, 0]
         with nogil:
-            rc = _i8_many(&x[0, 0], 1, wp, sp, yp, &N, 1, K, n_threads, False, bp)
+            rc = _i8_many(&x[0, 0], M, wp, sp, yp, &N, 1, K, n_threads, False, bp)
         if rc:
             raise MemoryError(f"int8 products need {K} bytes of activation codes")
         return
