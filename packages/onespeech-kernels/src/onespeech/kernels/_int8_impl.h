@@ -128,15 +128,23 @@ static inline __attribute__((always_inline)) __m512i os_i8_step512(__m512i acc, 
 }
 #endif
 
-/* acc[r] = x . w_r for the R = 4 rows w_r (x loaded once per step), K values each */
-static inline void os_i8_dot4(const int8_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
-                              const int8_t *w3, os_idx K, int32_t acc[4]) {
+/* acc[r] = x . w_r for the R = 4 rows w_r (x loaded once per step), K values each;
+ * with prefetch_ahead, each row's codes that many bytes ahead asked for into L2 */
+static inline __attribute__((always_inline)) void os_i8_dot4(const int8_t *x, const int8_t *w0, const int8_t *w1,
+                                                              const int8_t *w2, const int8_t *w3, os_idx K,
+                                                              int32_t acc[4], os_idx prefetch_ahead) {
     os_idx k = 0;
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #if defined(__AVX512BW__)
     {
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
         for (; k + 64 <= K; k += 64) {
+            if (prefetch_ahead) {
+                os_prefetch_l2(w0 + k, prefetch_ahead, 1);
+                os_prefetch_l2(w1 + k, prefetch_ahead, 1);
+                os_prefetch_l2(w2 + k, prefetch_ahead, 1);
+                os_prefetch_l2(w3 + k, prefetch_ahead, 1);
+            }
             __m512i xv = _mm512_loadu_si512((const void *)(x + k));
             a0 = os_i8_step512(a0, xv, _mm512_loadu_si512((const void *)(w0 + k)));
             a1 = os_i8_step512(a1, xv, _mm512_loadu_si512((const void *)(w1 + k)));
@@ -153,6 +161,12 @@ static inline void os_i8_dot4(const int8_t *x, const int8_t *w0, const int8_t *w
     {
         __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
         for (; k + 32 <= K; k += 32) {
+            if (prefetch_ahead && k % 64 == 0) {
+                os_prefetch_l2(w0 + k, prefetch_ahead, 1);
+                os_prefetch_l2(w1 + k, prefetch_ahead, 1);
+                os_prefetch_l2(w2 + k, prefetch_ahead, 1);
+                os_prefetch_l2(w3 + k, prefetch_ahead, 1);
+            }
             __m256i xv = _mm256_loadu_si256((const __m256i *)(x + k));
             a0 = os_i8_step256(a0, xv, _mm256_loadu_si256((const __m256i *)(w0 + k)));
             a1 = os_i8_step256(a1, xv, _mm256_loadu_si256((const __m256i *)(w1 + k)));
@@ -297,7 +311,7 @@ void os_i8_gemv_rows(const int8_t *q, float sx, const int8_t *w, const float *sw
     int32_t acc[4];
     for (os_idx i = 0; i < L; i++) {
         os_idx r[4] = {n0 + i, n0 + L + i, n0 + 2 * L + i, n0 + 3 * L + i};
-        os_i8_dot4(q, w + r[0] * K, w + r[1] * K, w + r[2] * K, w + r[3] * K, K, acc);
+        os_i8_dot4(q, w + r[0] * K, w + r[1] * K, w + r[2] * K, w + r[3] * K, K, acc, OS_PREFETCH_AHEAD);
         for (int j = 0; j < 4; j++) y[r[j]] = os_i8_dequant(acc[j], sx, sw[r[j]], bias, r[j]);
     }
     for (os_idx n = n0 + 4 * L; n < n1; n++) y[n] = os_i8_dequant(os_i8_dot1(q, w + n * K, K), sx, sw[n], bias, n);
@@ -323,7 +337,7 @@ void os_i8_gemm_rows(const int8_t *q, const float *sx, const int8_t *w, const fl
                     y[(m + i) * N + n + r] = os_i8_dequant(acc2[i][r], sx[m + i], sw[n + r], bias, n + r);
         }
         for (; m < m1; m++) {
-            os_i8_dot4(q + m * K, wr[0], wr[1], wr[2], wr[3], K, acc);
+            os_i8_dot4(q + m * K, wr[0], wr[1], wr[2], wr[3], K, acc, 0);
             for (int r = 0; r < 4; r++) y[m * N + n + r] = os_i8_dequant(acc[r], sx[m], sw[n + r], bias, n + r);
         }
     }
@@ -352,7 +366,7 @@ void os_i8_bgemv_rows(const int8_t *q, const float *sx, os_idx B, const int8_t *
                     y[(b + h) * ldy + r[j]] = os_i8_dequant(acc2[h][j], sx[b + h], sw[r[j]], bias, r[j]);
         }
         if (b < B) {
-            os_i8_dot4(q + b * K, wr[0], wr[1], wr[2], wr[3], K, acc);
+            os_i8_dot4(q + b * K, wr[0], wr[1], wr[2], wr[3], K, acc, OS_PREFETCH_AHEAD);
             for (int j = 0; j < 4; j++) y[b * ldy + r[j]] = os_i8_dequant(acc[j], sx[b], sw[r[j]], bias, r[j]);
         }
     }
