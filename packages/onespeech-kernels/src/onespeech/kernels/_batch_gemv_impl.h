@@ -20,9 +20,9 @@
  * rows is read from memory once and used for every activation row while it
  * is in cache (the one-row kernel reads every weight once per token).
  *
- * Tiles: float32 4 weight rows x up to OS_BGEMV_ROWS activation rows, bf16
- * 2 x up to OS_BGEMV_ROWS (5 where vectors have 16 lanes and there are 32
- * registers, else 2), every activation row of a tile in the same pass over
+ * Tiles: float32 4 weight rows x up to OS_BGEMV_ROWS activation rows (5 where
+ * vectors have 16 lanes and there are 32 registers, else 2), bf16 2 x up to
+ * OS_BGEMV_BF16_ROWS (4, else 2), every activation row of a tile in the same pass over
  * the weights. The weight rows are taken from the four quarters of the range,
  * as the one-row kernels read them (four far-apart DRAM streams). A batch of
  * one row calls the one-row kernels (the Cython caller).
@@ -131,10 +131,18 @@ static void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float 
             os_dot_f32_rows(x + b * ldx, 1, W, K, bias, y + b * ldy, ldy, n, n + 1);
 }
 
-/* bf16 tiles: two weight rows (a, c) against up to OS_BGEMV_ROWS pair-permuted
- * activation rows in one pass, each pair of weights widened once for all of
- * them; each output's e and o chains as in os_gemv_bf16_rows, and the weights
- * ahead asked for into L2 as in the float32 tiles */
+/* bf16 tiles: two weight rows (a, c) against up to OS_BGEMV_BF16_ROWS
+ * pair-permuted activation rows in one pass, each pair of weights widened once
+ * for all of them; each output's e and o chains as in os_gemv_bf16_rows, and
+ * the weights ahead asked for into L2 as in the float32 tiles. Four rows: 16
+ * accumulators, 4 widened weights and 8 activation vectors fill 28 of 32
+ * registers; with five the compiler loads every activation vector twice, and
+ * a step of five sequences took longer than one of four plus one. */
+#if OS_LANES >= 16
+#define OS_BGEMV_BF16_ROWS 4
+#else
+#define OS_BGEMV_BF16_ROWS 2
+#endif
 #define OS_DEFINE_BDOT_BF16(R)                                                                             \
     static inline __attribute__((always_inline)) void os_bdot_bf16_r2x##R(                                 \
         const float *x, const float *xp, os_idx ldx, const uint16_t *a, const uint16_t *c, os_idx K,       \
@@ -166,10 +174,9 @@ static void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float 
     }
 OS_DEFINE_BDOT_BF16(1)
 OS_DEFINE_BDOT_BF16(2)
-#if OS_BGEMV_ROWS > 2
+#if OS_BGEMV_BF16_ROWS > 2
 OS_DEFINE_BDOT_BF16(3)
 OS_DEFINE_BDOT_BF16(4)
-OS_DEFINE_BDOT_BF16(5)
 #endif
 
 /* one bf16 weight row against one activation row: os_gemv_bf16_rows's arithmetic */
@@ -192,16 +199,15 @@ static void os_bgemv_bf16_rows(const float *x, const float *xp, os_idx ldx, os_i
             const os_idx na = n + pair * q, nc = na + q;
             const uint16_t *a = W + na * K, *c = W + nc * K;
             for (os_idx b = 0; b < B;) {
-                const os_idx r = B - b < OS_BGEMV_ROWS ? B - b : OS_BGEMV_ROWS;
+                const os_idx r = B - b < OS_BGEMV_BF16_ROWS ? B - b : OS_BGEMV_BF16_ROWS;
                 const float *xb = x + b * ldx, *pb = xp + b * ldx;
                 float *yb = y + b * ldy;
                 switch (r) {
                 case 1: os_bdot_bf16_r2x1(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-#if OS_BGEMV_ROWS > 2
+#if OS_BGEMV_BF16_ROWS > 2
                 case 2: os_bdot_bf16_r2x2(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
                 case 3: os_bdot_bf16_r2x3(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-                case 4: os_bdot_bf16_r2x4(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-                default: os_bdot_bf16_r2x5(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
+                default: os_bdot_bf16_r2x4(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
 #else
                 default: os_bdot_bf16_r2x2(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
 #endif
