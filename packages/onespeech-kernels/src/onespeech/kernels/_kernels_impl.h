@@ -788,8 +788,8 @@ static void os_attn_softmax_row(float *s, os_idx n_vis, os_idx n, float scale) {
 
 /* Decode attention reads each key's (and value's) slice for the task's heads,
  * 512 bytes per head, 4 KiB apart: a pattern the hardware prefetchers follow
- * poorly, so the slices OS_ATT_AHEAD keys ahead are asked for into L2 (four
- * sequences' steps over 400 keys: 15.5 -> 10 ms on Zen 4, docs/benchmarks.md). */
+ * poorly, so the slices OS_ATT_AHEAD keys ahead are asked for into L2
+ * (docs/benchmarks.md, decode). */
 #define OS_ATT_AHEAD 16
 
 #if OS_LANES == 8 || OS_LANES == 16
