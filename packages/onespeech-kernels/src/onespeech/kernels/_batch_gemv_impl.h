@@ -21,11 +21,11 @@
  * is in cache (the one-row kernel reads every weight once per token).
  *
  * Tiles: float32 4 weight rows x up to OS_BGEMV_ROWS activation rows (5 where
- * vectors have 16 lanes and there are 32 registers, else 2), bf16 2 x up to
- * OS_BGEMV_BF16_ROWS (4, else 2), every activation row of a tile in the same pass over
- * the weights. The weight rows are taken from the four quarters of the range,
- * as the one-row kernels read them (four far-apart DRAM streams). A batch of
- * one row calls the one-row kernels (the Cython caller).
+ * vectors have 16 lanes and there are 32 registers, else 2) in one pass over
+ * the weights; bf16 4 x 2 (else 2 x 2), a batch in passes of two rows. The
+ * weight rows are taken from the four quarters of the range, as the one-row
+ * kernels read them (four far-apart DRAM streams). A batch of one row calls
+ * the one-row kernels (the Cython caller).
  */
 #ifndef ONESPEECH_BATCH_GEMV_IMPL_H
 #define ONESPEECH_BATCH_GEMV_IMPL_H
@@ -131,52 +131,53 @@ static void os_bgemv_f32_tail(const float *x, os_idx ldx, os_idx B, const float 
             os_dot_f32_rows(x + b * ldx, 1, W, K, bias, y + b * ldy, ldy, n, n + 1);
 }
 
-/* bf16 tiles: two weight rows (a, c) against up to OS_BGEMV_BF16_ROWS
- * pair-permuted activation rows in one pass, each pair of weights widened once
- * for all of them; each output's e and o chains as in os_gemv_bf16_rows, and
- * the weights ahead asked for into L2 as in the float32 tiles. Four rows: 16
- * accumulators, 4 widened weights and 8 activation vectors fill 28 of 32
- * registers; with five the compiler loads every activation vector twice, and
- * a step of five sequences took longer than one of four plus one. */
-#if OS_LANES >= 16
-#define OS_BGEMV_BF16_ROWS 4
-#else
-#define OS_BGEMV_BF16_ROWS 2
-#endif
-#define OS_DEFINE_BDOT_BF16(R)                                                                             \
-    static inline __attribute__((always_inline)) void os_bdot_bf16_r2x##R(                                 \
-        const float *x, const float *xp, os_idx ldx, const uint16_t *a, const uint16_t *c, os_idx K,       \
-        const float *bias, os_idx na, os_idx nc, float *y, os_idx ldy) {                                   \
+/* bf16 tiles, each output's e and o chains as in os_gemv_bf16_rows, the weights
+ * ahead asked for into L2 as in the float32 tiles. With 32 registers: the four
+ * quarter rows against two activation rows (16 accumulators, 8 widened weight
+ * vectors, 4 activation vectors), each activation vector loaded once for four
+ * weight rows; a batch takes passes of two rows, the weights found in cache
+ * after the first. (Two weight rows against four activation rows loaded each
+ * activation vector once per weight row: 20 loads per step of two weight
+ * lines, and the step of five sequences was bound by loads.) With 16 registers:
+ * two weight rows against two activation rows. */
+#define OS_DEFINE_BDOT_BF16(W, R)                                                                          \
+    static inline __attribute__((always_inline)) void os_bdot_bf16_r##W##x##R(                             \
+        const float *x, const float *xp, os_idx ldx, const uint16_t *const *w, const os_idx *m, os_idx K,  \
+        const float *bias, float *y, os_idx ldy) {                                                         \
         const vu hi = (vu){0} + 0xFFFF0000u;                                                               \
         const os_idx kk = K - K % OS_PAIR;                                                                 \
-        vf ae[R], ao[R], ce[R], co[R];                                                                     \
-        for (int r = 0; r < R; r++) ae[r] = ao[r] = ce[r] = co[r] = os_splat(0);                           \
+        vf ae[R][W], ao[R][W];                                                                             \
+        for (int r = 0; r < R; r++)                                                                        \
+            for (int j = 0; j < W; j++) ae[r][j] = ao[r][j] = os_splat(0);                                 \
         for (os_idx k = 0; k < kk; k += OS_PAIR) {                                                         \
-            os_prefetch_l2(a + k, OS_PREFETCH_AHEAD, 1);                                                   \
-            os_prefetch_l2(c + k, OS_PREFETCH_AHEAD, 1);                                                   \
-            vu ua, uc;                                                                                     \
-            memcpy(&ua, a + k, sizeof ua);                                                                 \
-            memcpy(&uc, c + k, sizeof uc);                                                                 \
-            vf fae = os_bits_to_f32(ua << 16), fao = os_bits_to_f32(ua & hi);                              \
-            vf fce = os_bits_to_f32(uc << 16), fco = os_bits_to_f32(uc & hi);                              \
+            vf fe[W], fo[W];                                                                               \
+            for (int j = 0; j < W; j++) {                                                                  \
+                vu u;                                                                                      \
+                os_prefetch_l2(w[j] + k, OS_PREFETCH_AHEAD, 1);                                            \
+                memcpy(&u, w[j] + k, sizeof u);                                                            \
+                fe[j] = os_bits_to_f32(u << 16);                                                           \
+                fo[j] = os_bits_to_f32(u & hi);                                                            \
+            }                                                                                              \
             for (int r = 0; r < R; r++) {                                                                  \
                 vf e = os_load_f32(xp + r * ldx + k), o = os_load_f32(xp + r * ldx + k + OS_LANES);        \
-                ae[r] += e * fae;                                                                          \
-                ao[r] += o * fao;                                                                          \
-                ce[r] += e * fce;                                                                          \
-                co[r] += o * fco;                                                                          \
+                for (int j = 0; j < W; j++) {                                                              \
+                    ae[r][j] += e * fe[j];                                                                 \
+                    ao[r][j] += o * fo[j];                                                                 \
+                }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int r = 0; r < R; r++) {                                                                      \
-            y[r * ldy + na] = os_pair_finish(ae[r], ao[r], x + r * ldx, a, kk, K, bias, na);               \
-            y[r * ldy + nc] = os_pair_finish(ce[r], co[r], x + r * ldx, c, kk, K, bias, nc);               \
-        }                                                                                                  \
+        for (int r = 0; r < R; r++)                                                                        \
+            for (int j = 0; j < W; j++)                                                                    \
+                y[r * ldy + m[j]] = os_pair_finish(ae[r][j], ao[r][j], x + r * ldx, w[j], kk, K, bias, m[j]); \
     }
-OS_DEFINE_BDOT_BF16(1)
-OS_DEFINE_BDOT_BF16(2)
-#if OS_BGEMV_BF16_ROWS > 2
-OS_DEFINE_BDOT_BF16(3)
-OS_DEFINE_BDOT_BF16(4)
+#if OS_LANES >= 16
+#define OS_BF16_TILE_W 4
+OS_DEFINE_BDOT_BF16(4, 1)
+OS_DEFINE_BDOT_BF16(4, 2)
+#else
+#define OS_BF16_TILE_W 2
+OS_DEFINE_BDOT_BF16(2, 1)
+OS_DEFINE_BDOT_BF16(2, 2)
 #endif
 
 /* one bf16 weight row against one activation row: os_gemv_bf16_rows's arithmetic */
@@ -195,25 +196,24 @@ static void os_bgemv_bf16_rows(const float *x, const float *xp, os_idx ldx, os_i
                                os_idx K, const float *bias, float *y, os_idx ldy, os_idx n0, os_idx n1) {
     const os_idx q = (n1 - n0) / 4;
     for (os_idx n = n0; n < n0 + q; n++)
-        for (int pair = 0; pair < 4; pair += 2) { /* quarters 0 and 1, then 2 and 3 */
-            const os_idx na = n + pair * q, nc = na + q;
-            const uint16_t *a = W + na * K, *c = W + nc * K;
-            for (os_idx b = 0; b < B;) {
-                const os_idx r = B - b < OS_BGEMV_BF16_ROWS ? B - b : OS_BGEMV_BF16_ROWS;
-                const float *xb = x + b * ldx, *pb = xp + b * ldx;
-                float *yb = y + b * ldy;
-                switch (r) {
-                case 1: os_bdot_bf16_r2x1(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-#if OS_BGEMV_BF16_ROWS > 2
-                case 2: os_bdot_bf16_r2x2(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-                case 3: os_bdot_bf16_r2x3(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-                default: os_bdot_bf16_r2x4(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-#else
-                default: os_bdot_bf16_r2x2(xb, pb, ldx, a, c, K, bias, na, nc, yb, ldy); break;
-#endif
-                }
-                b += r;
+        for (int first = 0; first < 4; first += OS_BF16_TILE_W) { /* the quarters OS_BF16_TILE_W at a time */
+            os_idx m[OS_BF16_TILE_W];
+            const uint16_t *w[OS_BF16_TILE_W];
+            for (int j = 0; j < OS_BF16_TILE_W; j++) {
+                m[j] = n + (first + j) * q;
+                w[j] = W + m[j] * K;
             }
+            os_idx b = 0;
+            for (; b + 2 <= B; b += 2)
+#if OS_LANES >= 16
+                os_bdot_bf16_r4x2(x + b * ldx, xp + b * ldx, ldx, w, m, K, bias, y + b * ldy, ldy);
+            if (b < B)
+                os_bdot_bf16_r4x1(x + b * ldx, xp + b * ldx, ldx, w, m, K, bias, y + b * ldy, ldy);
+#else
+                os_bdot_bf16_r2x2(x + b * ldx, xp + b * ldx, ldx, w, m, K, bias, y + b * ldy, ldy);
+            if (b < B)
+                os_bdot_bf16_r2x1(x + b * ldx, xp + b * ldx, ldx, w, m, K, bias, y + b * ldy, ldy);
+#endif
         }
     for (os_idx n = n0 + 4 * q; n < n1; n++)
         for (os_idx b = 0; b < B; b++)
