@@ -43,11 +43,12 @@
 
 typedef ptrdiff_t os_idx;
 
+/* how far ahead the decode GEMVs' weight streams are asked for (bytes) */
+#define OS_PREFETCH_AHEAD 4096
+
 /* Ask for the cache lines of [p + offset, p + offset + bytes) into L2 (not L1,
  * where they would evict what the loop reads now). The address is computed as
  * an integer: it may lie past the array, and prefetches never fault. */
-/* how far ahead the decode GEMVs' weight streams are asked for (bytes) */
-#define OS_PREFETCH_AHEAD 4096
 static inline void os_prefetch_l2(const void *p, os_idx offset, os_idx bytes) {
     for (os_idx l = 0; l < bytes; l += 64)
         __builtin_prefetch((const void *)((uintptr_t)p + (uintptr_t)(offset + l)), 0, 1);
