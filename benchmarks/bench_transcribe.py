@@ -238,24 +238,16 @@ def copy_bandwidth(threads: int, mib: int = 512, rounds: int = 10) -> dict[int, 
     return best
 
 
-def read_bandwidth(threads: int, mib: int = 512, rounds: int = 10) -> float:
-    """Bytes read per second by the kernels' ``stream_sum`` of a buffer far larger than the caches.
+def read_bandwidth(threads: int, rounds: int = 10) -> float:
+    """Bytes read per second: bench_kernels' probe (the kernels' ``stream_sum`` of 512 MiB), best of ``rounds``.
 
     The most a pass that only reads (as decode does) reached here, on ``threads``
-    threads, best of ``rounds``: the ceiling for decode, which the copy probe (whose
-    writes stream beside its reads) is not.
+    threads: the ceiling for decode, which the copy probe (whose writes stream
+    beside its reads) is not.
     """
-    import numpy as np
+    from bench_kernels import bandwidth_gbs
 
-    from onespeech.kernels import ops
-
-    a = np.ones(mib << 18, np.float32)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        ops._kernels.stream_sum(a, threads)
-        times.append(time.perf_counter() - start)
-    return a.nbytes / min(times)
+    return max(bandwidth_gbs(threads, rounds)) * 1e9
 
 
 def worker_reference(args: argparse.Namespace) -> dict:
