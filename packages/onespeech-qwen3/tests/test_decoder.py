@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from onespeech.kernels import ops
 from onespeech.kernels.int8matrix import SCALE_SUFFIX
@@ -171,17 +173,27 @@ def test_fused_one_token_steps_equal_the_op_path(tiny_weights, tiny_config, prec
     assert np.array_equal(outs["fused"][1], outs["plain"][1]) and np.array_equal(outs["fused"][2], outs["plain"][2])
 
 
-@pytest.mark.parametrize("rows", [[23], [0], [3, 4, 9, 10, 11, 20], list(range(24)), [5, 7, 9]])
-def test_kept_rows_are_the_full_pass_rows(decoder: Qwen3Decoder, rows: list[int]) -> None:
-    x = embeds(decoder, 24, seed=3)
-    full_cache, kept_cache = decoder.new_cache(24), decoder.new_cache(24)
+@st.composite
+def _prompt_and_rows(draw: st.DrawFn) -> tuple[int, list[int]]:
+    n = draw(st.integers(2, 40))
+    rows = draw(st.sets(st.integers(0, n - 1), min_size=1))
+    return n, sorted(rows)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_prompt_and_rows(), seed=st.integers(0, 2**16))
+def test_kept_rows_are_the_full_pass_rows(decoder: Qwen3Decoder, case: tuple[int, list[int]], seed: int) -> None:
+    # any prompt length and any increasing rows: single, scattered, runs, all, first, last
+    n, rows = case
+    x = embeds(decoder, n, seed=seed)
+    full_cache, kept_cache = decoder.new_cache(n), decoder.new_cache(n)
     full = decoder.forward(x, full_cache)
     kept = decoder.forward(x, kept_cache, rows=rows)
     assert kept.shape == (len(rows), full.shape[1])
     # the last layer's products run on fewer rows (another GEMM row tiling or the GEMV)
     assert rel(kept, full[rows]) < 1e-4
     # every row's keys and values are written as the full pass writes them
-    assert kept_cache.length == 24
+    assert kept_cache.length == n
     assert np.array_equal(kept_cache.k, full_cache.k) and np.array_equal(kept_cache.v, full_cache.v)
     assert rel(decoder.hidden_states(x, rows=rows), full[rows]) < 1e-4
 
